@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * The llmcache policy core: Algorithm 1 of Kim, Lee and Bahn (block-sequence classification into SEQ,
+ * LOOP and HOT), its eviction order, the loop pin plan and the sizing rule. Freestanding C compiled both
+ * into llmcache.ko and into userspace (simulator, daemon, tests), so the simulator replays exactly what
+ * the kernel runs. See Documentation/design/policy-core.md for the decisions on the cases the paper leaves
+ * open.
+ *
+ * Memory: the caller allocates llc_core_size(cfg) bytes and passes them to llc_core_init(); nothing is
+ * allocated afterwards. All operations are O(1) per block access except where noted.
+ * Concurrency: none; the caller serialises calls on one core.
+ */
+#ifndef LLC_CORE_H
+#define LLC_CORE_H
+
+#include "compat.h"
+#include "../../include/uapi/llmcache.h"
+
+#define LLC_SEQ_NONE 0 /* sequence ids are 1..max_seqs */
+#define LLC_CHUNK_BLOCKS 64 /* the block index groups blocks of a file in aligned runs of this size */
+
+struct llc_config {
+	uint32_t max_seqs;           /* sequence table size, at most 65535 */
+	uint32_t max_chunks;         /* block-index chunks of LLC_CHUNK_BLOCKS blocks: footprint it remembers */
+	uint32_t hot_promote_blocks; /* a HOT sequence that grows past this many blocks becomes SEQ */
+};
+
+/* Defaults: 16384 sequences, 64 Ki chunks (16 GiB of remembered footprint), HOT up to 4 blocks. */
+void llc_config_default(struct llc_config *cfg);
+
+/* One block sequence: consecutive blocks [start, end] of one file, in one class. */
+struct llc_seq {
+	uint64_t file;          /* caller's file key (e.g. dev << 32 ^ inode, or a registration id) */
+	uint64_t start, end;    /* inclusive block range */
+	uint64_t cursor;        /* last block accessed in this sequence */
+	uint64_t created_vt;    /* virtual time (block accesses) when created */
+	uint64_t last_vt;       /* virtual time of the last access */
+	uint64_t iter_start_vt; /* virtual time at which the current iteration began */
+	uint64_t iter_start_ns;
+	uint64_t period_vt;     /* LOOP: accesses between the last two iteration starts */
+	uint64_t period_ns;     /* LOOP: nanoseconds between the last two iteration starts */
+	uint32_t iterations;    /* LOOP: iteration starts seen after the first pass */
+	uint16_t lru_prev, lru_next;   /* all live sequences, least recently used first */
+	uint16_t list_prev, list_next; /* the class list: SEQ by age, HOT by recency, LOOP by period */
+	uint8_t cls;            /* enum llmcache_class */
+	uint8_t live;
+	uint8_t pad[6];
+};
+
+/* What one block access did, for the caller's cache and statistics. */
+struct llc_verdict {
+	uint16_t seq;       /* the sequence the block now belongs to */
+	uint8_t cls;        /* its class after the access */
+	uint8_t event;      /* enum llc_event */
+};
+
+enum llc_event {
+	LLC_EV_EXTEND = 0,   /* joined the sequence of block - 1 */
+	LLC_EV_NEW_HOT,      /* never seen: a new HOT sequence */
+	LLC_EV_HOT_TOUCH,    /* re-reference of a HOT sequence */
+	LLC_EV_TO_LOOP,      /* a SEQ was re-read from its start and became a LOOP */
+	LLC_EV_SPLIT_LOOP,   /* a SEQ was re-read from the middle: a new LOOP starts there */
+	LLC_EV_ITERATION,    /* a LOOP restarted from its first block: a new iteration */
+	LLC_EV_SKIP,         /* a forward jump inside a SEQ or LOOP */
+	LLC_EV_NOISE,        /* a backward re-reference inside a LOOP that is not a restart */
+	LLC_EV_SEEN_AGAIN,   /* a block seen before whose sequence was recycled: a new LOOP */
+};
+
+struct llc_core;
+
+/* Bytes needed for a core with this configuration; 0 when the configuration is invalid. */
+uint64_t llc_core_size(const struct llc_config *cfg);
+
+/* Lay a core out in mem (llc_core_size(cfg) bytes, 8-byte aligned). Returns it, or NULL on a bad cfg. */
+struct llc_core *llc_core_init(void *mem, uint64_t mem_size, const struct llc_config *cfg);
+
+/* Classify one access to one block. now_ns is the access time (for loop periods in wall time). */
+struct llc_verdict llc_access(struct llc_core *c, uint64_t file, uint64_t block, uint64_t now_ns);
+
+/* The sequence a block belongs to, or LLC_SEQ_NONE. */
+uint16_t llc_lookup(const struct llc_core *c, uint64_t file, uint64_t block);
+
+const struct llc_seq *llc_seq_get(const struct llc_core *c, uint16_t id);
+uint64_t llc_vtime(const struct llc_core *c);
+const uint64_t *llc_stats(const struct llc_core *c); /* LLMCACHE_NR_STATS counters */
+uint32_t llc_class_count(const struct llc_core *c, enum llmcache_class cls); /* sequences per class */
+
+/*
+ * Eviction order of Algorithm 1, by sequence. The class lists are walked with llc_first / llc_next:
+ * SEQ oldest first (evict its highest blocks first), HOT least recently used first, LOOP longest period
+ * first (evict its highest blocks first). llc_evict_class() says which list the next victim comes from,
+ * given how many blocks the caller holds per class and the HOT reserve.
+ */
+uint16_t llc_first(const struct llc_core *c, enum llmcache_class cls);
+uint16_t llc_next(const struct llc_core *c, uint16_t id);
+enum llmcache_class llc_evict_class(const uint64_t resident[LLMCACHE_NR_CLASSES], uint64_t hot_reserve);
+
+/*
+ * Pin plan: loops in order of increasing period, each pinned from its lowest block up, until the budget
+ * is spent. Writes at most max ranges [first, first + count) and returns how many it wrote. A smaller
+ * budget always yields a plan contained in the larger one's, so shrinking releases the highest blocks
+ * of the longest-period loops first. O(loops).
+ */
+struct llc_pin_range {
+	uint64_t file;
+	uint64_t first;
+	uint64_t count;
+	uint16_t seq;
+};
+uint32_t llc_pin_plan(const struct llc_core *c, uint64_t budget_blocks, struct llc_pin_range *out,
+		      uint32_t max);
+
+/*
+ * Sizing rule, in integers. N and S in blocks, bandwidth in blocks per second, T in nanoseconds.
+ * llc_size_min_blocks: S = max(0, floor(N - BW*T)), the cached blocks a loop of N needs for no stall.
+ * llc_size_max_loop:   the largest N that S cached blocks sustain: S + floor(BW*T).
+ * llc_stall_ns:        predicted stall per iteration with S cached: max(0, (N - S)/BW - T).
+ */
+uint64_t llc_size_min_blocks(uint64_t n_blocks, uint64_t bw_blocks_per_s, uint64_t t_ns);
+uint64_t llc_size_max_loop(uint64_t s_blocks, uint64_t bw_blocks_per_s, uint64_t t_ns);
+uint64_t llc_stall_ns(uint64_t n_blocks, uint64_t s_blocks, uint64_t bw_blocks_per_s, uint64_t t_ns);
+
+#endif /* LLC_CORE_H */

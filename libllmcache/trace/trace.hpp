@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: MIT
+// Trace formats: every reader streams (a trace of 100 million records is never loaded whole) and
+// reports malformed input with its line or byte offset; every writer streams too.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+extern "C" {
+#include "../../include/uapi/llmcache.h"
+}
+
+namespace llmcache::trace {
+
+enum class Format {
+	native,         // LLMTRACE header + struct llmcache_access records (include/uapi/llmcache.h)
+	strace,         // text of `strace -f -tt -yy` (read only)
+	oracle_general, // libCacheSim oracleGeneral: 24-byte records, one per 4 KiB block
+	csv,            // time_ns,pid,dev,inode,first_block,nr_blocks,op[,path]
+};
+
+// "native", "strace", "oracleGeneral" (also "oracle"), "csv"; throws std::invalid_argument otherwise.
+Format parse_format(std::string_view name);
+std::string_view format_name(Format f);
+// Guess from the file's first bytes (magic, text shape) and its name; throws TraceError if unsure.
+Format detect_format(const std::string &path);
+
+// Malformed input: where (line for text formats, byte offset for binary ones) and what was expected.
+class TraceError : public std::runtime_error {
+public:
+	TraceError(const std::string &path, std::string_view where_kind, uint64_t where, const std::string &what);
+	const std::string &path() const { return path_; }
+	uint64_t where() const { return where_; }
+
+private:
+	std::string path_;
+	uint64_t where_;
+};
+
+// (dev, inode) -> path, when the trace names its files.
+using FileKey = std::pair<uint32_t, uint64_t>;
+using PathMap = std::map<FileKey, std::string>;
+
+class Reader {
+public:
+	virtual ~Reader() = default;
+	// The next access record (never an LLMCACHE_OP_PATH record: those fill paths()). false at the end.
+	// Throws TraceError on malformed input.
+	virtual bool next(llmcache_access &out) = 0;
+	// Files named so far.
+	virtual const PathMap &paths() const = 0;
+	// Notes for the user that are not errors, e.g. that mmapped files were seen whose page accesses the
+	// trace cannot contain (strace). Complete once next() has returned false.
+	virtual std::vector<std::string> notes() const { return {}; }
+	// What produced the trace, when the format says.
+	virtual std::string producer() const { return {}; }
+};
+
+class Writer {
+public:
+	virtual ~Writer() = default;
+	virtual void write(const llmcache_access &a) = 0;
+	// Name a file; formats without names ignore it.
+	virtual void name(uint32_t dev, uint64_t inode, std::string_view path) = 0;
+	// Flush and close; throws std::system_error on I/O failure. Called by the destructor if not before.
+	virtual void close() = 0;
+};
+
+// "-" is stdin / stdout. Throws std::system_error when the file cannot be opened, TraceError when the
+// header is wrong.
+std::unique_ptr<Reader> open_reader(const std::string &path, Format f);
+std::unique_ptr<Reader> open_reader(const std::string &path); // detect_format()
+std::unique_ptr<Writer> open_writer(const std::string &path, Format f, std::string_view producer);
+
+// Stable 64-bit hash of a path (FNV-1a), used as the inode of files known only by name.
+uint64_t path_inode(std::string_view path);
+
+} // namespace llmcache::trace
