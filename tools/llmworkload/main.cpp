@@ -148,8 +148,11 @@ po::variables_map parse(const std::vector<std::string> &args, const po::options_
 int run(const std::string &cmd, const std::vector<std::string> &args)
 {
 	Common c;
-	po::options_description all = common_options(c);
+	po::options_description all = common_options(c), hidden;
+	std::vector<std::string> positionals;
+	hidden.add_options()("positional", po::value(&positionals));
 	po::positional_options_description pos;
+	pos.add("positional", -1);
 	wl::AppOptions app;
 	wl::DecoderOptions dec;
 	std::string app_name, weights = "64MiB", tokenizer = "1MiB", config = "4MiB", access = "pread", read_size = "128KiB";
@@ -158,12 +161,10 @@ int run(const std::string &cmd, const std::vector<std::string> &args)
 	if (cmd == "app") {
 		po::options_description d("App options");
 		d.add_options()
-			("name", po::value(&app_name), "the app (positional)")
 			("iterations", po::value(&iterations)->default_value(iterations),
 			 "loop periods to run; 0: the app's default (about 1.5 million block accesses)")
 			("scale", po::value(&app.scale)->default_value(1.0), "multiply every file size by this");
 		all.add(d);
-		pos.add("name", 1);
 	} else {
 		po::options_description d("Decoder options");
 		d.add_options()
@@ -179,7 +180,14 @@ int run(const std::string &cmd, const std::vector<std::string> &args)
 		all.add(d);
 	}
 
-	po::variables_map vm = parse(args, all, pos);
+	po::options_description parsed_options;
+	parsed_options.add(all).add(hidden);
+	po::variables_map vm = parse(args, parsed_options, pos);
+	size_t wanted = cmd == "app" ? 1 : 0;
+	if (positionals.size() > wanted)
+		throw po::error("unexpected argument '" + positionals[wanted] + "'");
+	if (wanted && !positionals.empty())
+		app_name = positionals[0];
 	if (vm.count("help")) {
 		std::cout << "Usage: llmworkload " << cmd << (cmd == "app" ? " NAME" : "") << " [options]\n\n"
 			  << all << "\nEXAMPLES\n"
