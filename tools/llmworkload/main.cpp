@@ -88,13 +88,13 @@ void print_layout(const wl::Generator &g, bool json)
 		std::printf("]}\n");
 		return;
 	}
-	std::printf("%s: %llu iterations\n%-36s %-8s %12s %9s  %s\n", g.name().c_str(),
+	std::printf("%s: %llu iterations\n%-38s %-8s %11s %7s  %s\n", g.name().c_str(),
 		    (unsigned long long)g.iterations(), "file", "role", "size", "blocks", "paper blocks (scale 1)");
 	for (const auto &f : g.files()) {
 		std::string paper = f.paper_blocks ? std::to_string(f.paper_block) + "-" +
 							     std::to_string(f.paper_block + f.paper_blocks - 1)
 						   : "-";
-		std::printf("%-36s %-8s %12s %9llu  %s\n", f.name.c_str(), std::string(wl::role_name(f.role)).c_str(),
+		std::printf("%-38s %-8s %11s %7llu  %s\n", f.name.c_str(), std::string(wl::role_name(f.role)).c_str(),
 			    llmcache::units::format_bytes(f.size).c_str(), (unsigned long long)f.blocks(), paper.c_str());
 	}
 }
