@@ -85,10 +85,9 @@ private:
 		if (!free_.empty()) {
 			n = free_.back();
 			free_.pop_back();
-			keys_[n] = key;
+			links_.set_key(n, key);
 		} else {
-			n = links_.add();
-			keys_.push_back(key);
+			n = links_.add(key);
 			where_.push_back(T1);
 		}
 		map_.put(key, n);
@@ -97,14 +96,13 @@ private:
 
 	void drop(uint32_t n)
 	{
-		map_.erase(keys_[n]);
+		map_.erase(links_.key(n));
 		free_.push_back(n);
 	}
 
 	FlatMap<uint32_t> map_;
 	Links links_;
 	List l_[4];
-	std::vector<uint64_t> keys_;
 	std::vector<uint8_t> where_;
 	std::vector<uint32_t> free_;
 	double p_ = 0;

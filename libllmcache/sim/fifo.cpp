@@ -15,7 +15,6 @@ class Fifo final : public Policy {
 public:
 	explicit Fifo(uint64_t capacity) : Policy(checked_capacity(capacity, "fifo")), map_(initial_slots(capacity))
 	{
-		keys_.reserve(initial_slots(capacity));
 		links_.reserve(initial_slots(capacity));
 	}
 
@@ -25,12 +24,11 @@ public:
 			return true;
 		uint32_t n;
 		if (list_.size < capacity_) {
-			n = links_.add();
-			keys_.push_back(r.key);
+			n = links_.add(r.key);
 		} else {
 			n = links_.pop_back(list_);
-			map_.erase(keys_[n]);
-			keys_[n] = r.key;
+			map_.erase(links_.key(n));
+			links_.set_key(n, r.key);
 		}
 		map_.put(r.key, n);
 		links_.push_front(list_, n);
@@ -43,7 +41,6 @@ private:
 	FlatMap<uint32_t> map_;
 	Links links_;
 	List list_;
-	std::vector<uint64_t> keys_;
 };
 
 } // namespace

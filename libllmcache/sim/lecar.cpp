@@ -146,11 +146,10 @@ private:
 		if (!free_.empty()) {
 			n = free_.back();
 			free_.pop_back();
-			keys_[n] = key;
+			lru_.set_key(n, key);
 		} else {
-			n = lru_.add();
+			n = lru_.add(key);
 			lfu_.add();
-			keys_.push_back(key);
 			where_.push_back(Cache);
 			bucket_of_.push_back(nil);
 			evicted_at_.push_back(0);
@@ -161,7 +160,7 @@ private:
 
 	void drop(uint32_t n)
 	{
-		map_.erase(keys_[n]);
+		map_.erase(lru_.key(n));
 		free_.push_back(n);
 	}
 
@@ -184,7 +183,7 @@ private:
 	List cache_, hist_[2], bl_; // bl_: buckets by increasing frequency
 	std::vector<Bucket> buckets_;
 	std::vector<uint32_t> free_buckets_;
-	std::vector<uint64_t> keys_, evicted_at_;
+	std::vector<uint64_t> evicted_at_;
 	std::vector<uint8_t> where_;
 	std::vector<uint32_t> bucket_of_, free_;
 };

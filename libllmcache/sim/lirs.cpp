@@ -123,11 +123,10 @@ private:
 		if (!free_.empty()) {
 			n = free_.back();
 			free_.pop_back();
-			keys_[n] = key;
+			s_.set_key(n, key);
 		} else {
-			n = s_.add();
+			n = s_.add(key);
 			q_.add();
-			keys_.push_back(key);
 			lir_.push_back(0);
 			res_.push_back(0);
 			in_s_.push_back(0);
@@ -141,7 +140,7 @@ private:
 
 	void drop(uint32_t n)
 	{
-		map_.erase(keys_[n]);
+		map_.erase(s_.key(n));
 		free_.push_back(n);
 	}
 
@@ -150,7 +149,6 @@ private:
 	FlatMap<uint32_t> map_;
 	Links s_, q_; // q_ links Q (resident HIR) and NR (non-resident entries in S, by eviction time)
 	List S_, Q_, NR_;
-	std::vector<uint64_t> keys_;
 	std::vector<uint8_t> lir_, res_, in_s_;
 	std::vector<uint32_t> free_;
 };

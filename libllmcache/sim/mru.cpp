@@ -16,7 +16,6 @@ class Mru final : public Policy {
 public:
 	explicit Mru(uint64_t capacity) : Policy(checked_capacity(capacity, "mru")), map_(initial_slots(capacity))
 	{
-		keys_.reserve(initial_slots(capacity));
 		links_.reserve(initial_slots(capacity));
 	}
 
@@ -28,12 +27,11 @@ public:
 		}
 		uint32_t n;
 		if (list_.size < capacity_) {
-			n = links_.add();
-			keys_.push_back(r.key);
+			n = links_.add(r.key);
 		} else {
 			n = links_.pop_front(list_);
-			map_.erase(keys_[n]);
-			keys_[n] = r.key;
+			map_.erase(links_.key(n));
+			links_.set_key(n, r.key);
 		}
 		map_.put(r.key, n);
 		links_.push_front(list_, n);
@@ -46,7 +44,6 @@ private:
 	FlatMap<uint32_t> map_;
 	Links links_;
 	List list_;
-	std::vector<uint64_t> keys_;
 };
 
 } // namespace

@@ -179,10 +179,9 @@ private:
 		if (!free_.empty()) {
 			n = free_.back();
 			free_.pop_back();
-			keys_[n] = key;
+			links_.set_key(n, key);
 		} else {
-			n = links_.add();
-			keys_.push_back(key);
+			n = links_.add(key);
 			where_.push_back(Other);
 			file_of_.push_back(0);
 		}
@@ -192,7 +191,7 @@ private:
 
 	void drop(uint32_t n)
 	{
-		map_.erase(keys_[n]);
+		map_.erase(links_.key(n));
 		free_.push_back(n);
 	}
 
@@ -204,7 +203,6 @@ private:
 	std::set<std::pair<uint64_t, uint32_t>> loops_; // (period, file) of loops with resident blocks
 	Links links_;
 	List seq_, other_, ghost_;
-	std::vector<uint64_t> keys_;
 	std::vector<uint8_t> where_;
 	std::vector<uint32_t> file_of_, free_;
 };
