@@ -10,14 +10,16 @@
 //
 // Replacement: sequential blocks go first, most recently used first (a scan is not reused; if it is the
 // first pass of a loop, its start survives). Between looping and other blocks UBM compares marginal
-// gains (expected hits per access per buffer): a looping block of period p yields 1/p, and the loop with
-// the largest period is evicted first, most recently used block first (the MRU rule that is optimal
-// within a loop). The "other" partition is LRU; its gain is estimated from a ghost list of the keys it
-// evicted: ghost hits per access divided by the ghost's length. The paper fits a model to LRU stack hit
-// counts instead; this simplification keeps the same decision rule (evict from the partition with the
-// smaller marginal gain) with one counter. Ties evict "other".
-// Parameters: sequential threshold 3 blocks; ghost list 10% of the cache (at least 1 key); ghost-hit
-// rate smoothed per window of max(capacity, 256) accesses (new = (old + window rate) / 2).
+// gains, the hits per access that one more buffer brings. A looping block of period p brings 1/p; the loop
+// with the largest period gives up its most recently used block (the MRU rule that is optimal within a
+// loop). The "other" partition is LRU, and the paper estimates its gain from LRU hit counts by stack
+// position. This implementation estimates it from the partition's LRU block instead: that block is
+// expected back after max(its last inter-reference gap, its age), so it brings 1/that; a block never
+// reused has gain 0. Evicted "other" keys stay in a ghost list with their last access time, so a block
+// re-read after eviction gets its gap. The partition whose marginal block brings less gives it up (ties
+// evict "other"). A fixed order (loops always before others) was rejected: one-time "other" blocks would
+// fill the cache for good.
+// Parameters: sequential threshold 3 blocks; ghost list C/2 keys (at least 8).
 // Cost: O(1) per access, plus O(log loops) when a loop's period changes or its resident set empties.
 #include "sim/flat_map.hpp"
 #include "sim/lru_list.hpp"
@@ -33,17 +35,14 @@ namespace {
 class Ubm final : public Policy {
 public:
 	explicit Ubm(uint64_t capacity)
-		: Policy(checked_capacity(capacity, "ubm")), ghost_cap_(std::max<uint64_t>(1, capacity / 10)),
-		  window_(std::max<uint64_t>(capacity, 256)), map_(initial_slots(capacity + ghost_cap_))
+		: Policy(checked_capacity(capacity, "ubm")), ghost_cap_(std::max<uint64_t>(8, capacity / 2)),
+		  map_(initial_slots(capacity + ghost_cap_))
 	{
 	}
 
 	bool access(const Request &r) override
 	{
-		if (++now_ % window_ == 0) {
-			rate_ = (rate_ + double(window_hits_) / double(window_)) / 2;
-			window_hits_ = 0;
-		}
+		now_++;
 		uint32_t f = file_index(key_file(r.key));
 		uint8_t cls = detect(f, key_block(r.key));
 		const uint32_t *np = map_.find(r.key);
@@ -53,10 +52,8 @@ public:
 			link(n, cls, f);
 			return true;
 		}
-		if (n != nil) {
+		if (n != nil)
 			links_.remove(ghost_, n); // before evicting, which may trim the ghost list
-			window_hits_++;
-		}
 		if (resident_ == capacity_)
 			evict();
 		if (n == nil)
@@ -70,6 +67,7 @@ public:
 private:
 	enum : uint8_t { Seq, Loop, Other, Ghost };
 	static constexpr uint32_t seq_threshold = 3;
+	static constexpr uint64_t never = ~uint64_t(0);
 
 	struct File {
 		uint64_t start = 0, last = 0, start_time = 0;
@@ -122,6 +120,8 @@ private:
 
 	void link(uint32_t n, uint8_t cls, uint32_t fi)
 	{
+		gap_[n] = last_[n] == never ? never : now_ - last_[n];
+		last_[n] = now_;
 		where_[n] = cls;
 		file_of_[n] = fi;
 		resident_++;
@@ -158,7 +158,7 @@ private:
 		uint32_t v;
 		if (!seq_.empty()) {
 			v = seq_.head;
-		} else if (!loops_.empty() && (other_.empty() || rate_ * double(loops_.rbegin()->first) > double(ghost_cap_))) {
+		} else if (!loops_.empty() && (other_.empty() || expected_reuse(other_.tail) < loops_.rbegin()->first)) {
 			v = files_[loops_.rbegin()->second].loop.head;
 		} else {
 			v = other_.tail;
@@ -173,6 +173,9 @@ private:
 		drop(v);
 	}
 
+	// Accesses until the block is expected back: its last inter-reference gap, or its age if longer.
+	uint64_t expected_reuse(uint32_t n) const { return std::max(gap_[n], now_ - last_[n]); }
+
 	uint32_t alloc(uint64_t key)
 	{
 		uint32_t n;
@@ -184,7 +187,10 @@ private:
 			n = links_.add(key);
 			where_.push_back(Other);
 			file_of_.push_back(0);
+			last_.push_back(never);
+			gap_.push_back(never);
 		}
+		last_[n] = never;
 		map_.put(key, n);
 		return n;
 	}
@@ -195,9 +201,8 @@ private:
 		free_.push_back(n);
 	}
 
-	uint64_t ghost_cap_, window_;
-	uint64_t now_ = 0, window_hits_ = 0, resident_ = 0;
-	double rate_ = 0; // smoothed ghost hits per access
+	uint64_t ghost_cap_;
+	uint64_t now_ = 0, resident_ = 0;
 	FlatMap<uint32_t> map_, file_map_;
 	std::vector<File> files_;
 	std::set<std::pair<uint64_t, uint32_t>> loops_; // (period, file) of loops with resident blocks
@@ -205,6 +210,7 @@ private:
 	List seq_, other_, ghost_;
 	std::vector<uint8_t> where_;
 	std::vector<uint32_t> file_of_, free_;
+	std::vector<uint64_t> last_, gap_; // last access time; gap between the last two accesses (never: none)
 };
 
 } // namespace

@@ -383,11 +383,55 @@ static void ubm_access__loop_and_scan__loop_blocks_survive_scan(void **)
 	}
 	auto p = make_ubm_policy(10, {});
 	std::string s = run(*p, rs);
+	// The first pass is sequential and evicted MRU-first, so the loop's start is still there for pass 2.
+	assert_in_range(hits(s.substr(20, 20)), 8, 10);
 	uint64_t before = hits(s.substr(14 * 20, 20)), after = hits(s.substr(16 * 20 + 200, 20));
 	assert_in_range(before, 8, 10);
 	assert_in_range(after, 8, 10);
 	assert_in_range(hits(s), 8 * 28, 10 * 29);
 	assert_int_equal(hits(run(*make_lru_policy(10, {}), rs)), 0);
+}
+
+// A 20-block loop (file 0) with an extra block after every 5 loop blocks, in a 10-block cache.
+static void ubm_loop_with_extras(Factory make, uint64_t (*extra)(int i), size_t *loop_hits_late, size_t *extra_hits_late)
+{
+	std::vector<Request> rs;
+	std::vector<bool> is_extra;
+	for (int it = 0, i = 0; it < 300; it++)
+		for (uint64_t b = 0; b < 20; b++) {
+			rs.push_back(req(b, 0));
+			is_extra.push_back(false);
+			if (b % 5 == 4) {
+				rs.push_back(req(extra(i++), 1));
+				is_extra.push_back(true);
+			}
+		}
+	std::string s = run(*make(10, {}), rs);
+	*loop_hits_late = *extra_hits_late = 0;
+	for (size_t i = s.size() / 2; i < s.size(); i++)
+		(is_extra[i] ? *extra_hits_late : *loop_hits_late) += s[i] == 'H';
+}
+
+static void ubm_access__loop_and_hot_blocks__keeps_hot_blocks_and_loop_start(void **)
+{
+	// Three scattered blocks re-read every 8 accesses are worth more than loop blocks of period 32: UBM
+	// keeps them and gives the loop the other 7 buffers (6 MRU hits per iteration of the 150 late ones).
+	size_t loop_hits, hot_hits;
+	ubm_loop_with_extras(make_ubm_policy, [](int i) -> uint64_t { return uint64_t(i % 3) * 5; }, &loop_hits, &hot_hits);
+	assert_int_equal(hot_hits, 600);
+	assert_in_range(loop_hits, 6 * 150, 7 * 150);
+	ubm_loop_with_extras(make_lru_policy, [](int i) -> uint64_t { return uint64_t(i % 3) * 5; }, &loop_hits, &hot_hits);
+	assert_int_equal(loop_hits, 0);
+}
+
+static void ubm_access__loop_and_one_time_blocks__one_time_blocks_go_first(void **)
+{
+	// Scattered blocks read once have no reuse: they are evicted before loop blocks, which keep 9 - 1 = 8
+	// MRU hits per iteration (one buffer cycles through the one-time blocks).
+	size_t loop_hits, once_hits;
+	ubm_loop_with_extras(make_ubm_policy, [](int i) -> uint64_t { return uint64_t(i) * 7; }, &loop_hits, &once_hits);
+	assert_int_equal(once_hits, 0);
+	assert_in_range(loop_hits, 8 * 150, 9 * 150);
 }
 
 static void every_policy_access__capacity_1__holds_only_last_block(void **)
@@ -480,6 +524,8 @@ int main()
 		cmocka_unit_test(loop_access__larger_than_cache__mru_keeps_about_c_minus_1),
 		cmocka_unit_test(loop_access__larger_than_cache__belady_bypass_hits_c_per_iteration),
 		cmocka_unit_test(ubm_access__loop_and_scan__loop_blocks_survive_scan),
+		cmocka_unit_test(ubm_access__loop_and_hot_blocks__keeps_hot_blocks_and_loop_start),
+		cmocka_unit_test(ubm_access__loop_and_one_time_blocks__one_time_blocks_go_first),
 		cmocka_unit_test(every_policy_access__capacity_1__holds_only_last_block),
 		cmocka_unit_test(every_policy_access__random_trace__never_holds_more_than_capacity),
 		cmocka_unit_test(every_policy_access__random_trace__no_more_hits_than_belady),
