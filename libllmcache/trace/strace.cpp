@@ -262,12 +262,19 @@ public:
 	bool next(llmcache_access &out) override
 	{
 		std::string_view line;
-		bool terminated;
-		while (in_->next_line(line, terminated)) {
-			line_no_++;
-			if (!terminated && !trim(line).empty())
-				fail("the file ends in the middle of this line (no newline after it): the strace output was "
-				     "cut short; expected a complete line");
+		while (next_line(line)) {
+			// strace writing to a terminal or stderr puts "strace: Process N attached" in the middle of a
+			// line and continues the line on the next one: join the two halves.
+			if (size_t m = attach_message(line); m != std::string_view::npos) {
+				joined_.assign(line.substr(0, m));
+				while (next_line(line)) {
+					m = attach_message(line);
+					joined_.append(line.substr(0, m));
+					if (m == std::string_view::npos)
+						break;
+				}
+				line = joined_;
+			}
 			if (process(line, out))
 				return true;
 		}
@@ -330,6 +337,31 @@ private:
 
 	[[noreturn]] void fail(const std::string &what) { throw TraceError(in_->name(), "line", line_no_, what); }
 
+	bool next_line(std::string_view &line)
+	{
+		bool terminated;
+		if (!in_->next_line(line, terminated))
+			return false;
+		line_no_++;
+		if (!terminated && !trim(line).empty())
+			fail("the file ends in the middle of this line (no newline after it): the strace output was "
+			     "cut short; expected a complete line");
+		return true;
+	}
+
+	// Where "strace: Process N attached|detached" ends a line after other text, or npos.
+	static size_t attach_message(std::string_view l)
+	{
+		if (!l.ends_with(" attached") && !l.ends_with(" detached"))
+			return std::string_view::npos;
+		size_t m = l.rfind("strace: Process ");
+		if (m == std::string_view::npos || m == 0)
+			return std::string_view::npos;
+		std::string_view pid = l.substr(m + 16, l.size() - 9 - (m + 16));
+		int64_t v;
+		return parse_int(pid, v) ? m : std::string_view::npos;
+	}
+
 	// One line; true when it produced an access in out.
 	bool process(std::string_view l, llmcache_access &out)
 	{
@@ -345,7 +377,7 @@ private:
 			return i > s;
 		};
 		skip_spaces();
-		uint32_t tid = default_pid_;
+		uint32_t tid = default_pid_ ? default_pid_ : main_pid_;
 		uint64_t v;
 		if (l.substr(i, 5) == "[pid ") {
 			i += 5;
@@ -367,6 +399,9 @@ private:
 			return false;
 		skip_spaces();
 		std::string_view body = l.substr(i);
+		if (body.starts_with("strace: "))
+			return false;
+		proc(tid); // learn the pid (a clone's child, the first process) before its pending call is looked up
 		if (body.starts_with("<... "))
 			return resumed(body.substr(5), tid, time, out);
 		if (body.starts_with("+++ ")) {
@@ -600,6 +635,20 @@ private:
 			Proc parent = proc(clone_parent_);
 			cloned(parent, tid, pending_[*pending_of_.find(clone_parent_)].text);
 			return unpack(*procs_.find(tid));
+		}
+		// strace -f without -o prints no pid while it traces one process. The first pid it prints that
+		// is not a child seen being cloned is that process; lines without a pid are its lines from then on.
+		if (uint64_t *v = procs_.find(0); v && tid != 0 && main_pid_ == 0 && default_pid_ == 0) {
+			Proc first = unpack(*v);
+			tables_[first.table].users++;
+			main_pid_ = tid;
+			if (uint32_t *slot = pending_of_.find(0)) {
+				pending_of_.put(tid, *slot);
+				pending_of_.erase(0);
+				if (clone_parent_ == 0)
+					clone_parent_ = tid;
+			}
+			return unpack(procs_.put(tid, pack({first.table, tid})));
 		}
 		return unpack(procs_.put(tid, pack({new_table(), tid})));
 	}
@@ -927,6 +976,8 @@ private:
 	std::vector<uint32_t> free_pending_;
 	sim::FlatMap<uint32_t> pending_of_; // tid -> index in pending_
 	uint32_t clones_pending_ = 0, clone_parent_ = 0;
+	uint32_t main_pid_ = 0; // the pid of lines without one, once known
+	std::string joined_;
 	std::vector<uint32_t> mmapped_;
 	uint64_t orphans_ = 0;
 	std::string scratch_path_, scratch_text_;

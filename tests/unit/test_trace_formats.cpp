@@ -3,7 +3,9 @@
 #include "test_trace_util.hpp"
 
 #include <cstring>
+#include <fcntl.h>
 #include <system_error>
+#include <unistd.h>
 
 using namespace tt;
 
@@ -121,6 +123,50 @@ static void convert__strace_to_native_to_csv__same_accesses_and_paths(void **)
 	assert_int_equal(LLMCACHE_TRACE_F_MMAP_UNSEEN, open_reader(nat)->flags());
 }
 
+// Runs fn with fd (0 or 1) redirected to path.
+static void with_fd(int fd, const std::string &path, const std::function<void()> &fn)
+{
+	int saved = dup(fd);
+	int f = open(path.c_str(), fd == 0 ? O_RDONLY : O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(saved >= 0 && f >= 0);
+	dup2(f, fd);
+	close(f);
+	fn();
+	dup2(saved, fd);
+	close(saved);
+}
+
+static void stdin_stdout__dash__detected_read_and_written(void **)
+{
+	std::string nat = scratch("stdin.trace"), oracle = scratch("stdout.oracleGeneral");
+	std::vector<llmcache_access> recs = {rec(1, 2, 3, 4, 5, 2), rec(2, 2, 3, 4, 5, 1)};
+	{
+		auto w = open_writer(nat, Format::native, "t");
+		w->name(3, 4, "/w/x");
+		for (auto &r : recs)
+			w->write(r);
+	}
+	with_fd(0, nat, [&] {
+		auto r = open_reader("-"); // detected from the bytes it peeked, which it then reads
+		assert_all_same(recs, read_all(*r));
+		assert_string_equal("/w/x", r->paths().at({3, 4}).c_str());
+	});
+	with_fd(1, oracle, [&] {
+		auto w = open_writer("-", Format::oracle_general, "t");
+		for (auto &r : recs)
+			w->write(r);
+		w->close();
+	});
+	std::string b = read_file(oracle);
+	assert_int_equal(3 * 24, b.size());
+	int64_t next[3];
+	for (int i = 0; i < 3; i++)
+		std::memcpy(&next[i], b.data() + i * 24 + 16, 8);
+	assert_int_equal(2, next[0]); // block 5 again at vtime 2
+	assert_int_equal(-1, next[1]);
+	assert_int_equal(-1, next[2]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -131,6 +177,7 @@ int main(void)
 		cmocka_unit_test(open_reader__missing_file__system_error),
 		cmocka_unit_test(open_writer__strace__invalid_argument),
 		cmocka_unit_test(convert__strace_to_native_to_csv__same_accesses_and_paths),
+		cmocka_unit_test(stdin_stdout__dash__detected_read_and_written),
 	};
 	return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

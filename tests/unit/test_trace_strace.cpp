@@ -143,6 +143,36 @@ static void strace_processes__unfinished_resumed_threads_fork__tgid_and_shared_o
 	assert_non_null(strstr(notes[0].c_str(), "1 calls resumed without their start"));
 }
 
+// strace -f writing to stderr: no pid until a second process is traced, and "strace: Process N attached"
+// cutting lines in two.
+static void strace_stderr_capture__attach_messages_and_unprefixed_main__joined_and_pid_learned(void **)
+{
+	auto r = open_text("stderr.strace", R"(execve("/usr/bin/python3", ["python3"], 0x7ffc /* 37 vars */) = 0
+23:00:00.000001 openat(AT_FDCWD</w>, "m.bin", O_RDONLY) = 3</w/m.bin>
+23:00:00.000002 read(3</w/m.bin>, "x"..., 4096) = 4096
+23:00:00.000003 clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLDstrace: Process 901 attached
+, child_tidptr=0x7f) = 901
+23:00:00.000004 read(3</w/m.bin>, strace: Process 903 attached
+ <unfinished ...>
+[pid   901] 23:00:00.000005 read(3</w/m.bin>, "x"..., 4096) = 4096
+[pid   900] 23:00:00.000006 <... read resumed>"x"..., 4096) = 4096
+strace: Process 904 attached
+[pid   900] 23:00:00.000007 clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLDstrace: Process 902 attached
+ <unfinished ...>
+[pid   902] 23:00:00.000008 read(3</w/m.bin>, "x"..., 4096) = 4096
+[pid   900] 23:00:00.000009 <... clone resumed>, child_tidptr=0x7f) = 902
+[pid   901] 23:00:00.000010 +++ exited with 0 +++
+[pid   902] 23:00:00.000011 +++ exited with 0 +++
+23:00:00.000012 read(3</w/m.bin>, "x"..., 4096) = 4096
+)");
+	uint64_t m = I("/w/m.bin");
+	assert_all_same({rec(T(23, 0, 0, 2), 0, 0, m, 0, 1), rec(T(23, 0, 0, 5), 901, 0, m, 1, 1),
+			 rec(T(23, 0, 0, 6), 900, 0, m, 2, 1), rec(T(23, 0, 0, 8), 902, 0, m, 3, 1),
+			 rec(T(23, 0, 0, 12), 900, 0, m, 4, 1)},
+			read_all(*r));
+	assert_true(r->notes().empty());
+}
+
 static void strace_skips__errors_sockets_pipes_devices_signals_unknown__only_regular_files(void **)
 {
 	auto r = open_text("skips.strace", R"(400 13:00:00.000001 openat(AT_FDCWD</w>, "missing", O_RDONLY) = -1 ENOENT (No such file or directory)
@@ -319,6 +349,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(strace_writes__no_pid_prefix_epoch_times__write_records_pid_from_ff_suffix),
 		cmocka_unit_test(strace_dup__dup_dup2_dup3_fcntl_share_offset__close_and_close_range_drop),
 		cmocka_unit_test(strace_processes__unfinished_resumed_threads_fork__tgid_and_shared_offsets),
+		cmocka_unit_test(strace_stderr_capture__attach_messages_and_unprefixed_main__joined_and_pid_learned),
 		cmocka_unit_test(strace_skips__errors_sockets_pipes_devices_signals_unknown__only_regular_files),
 		cmocka_unit_test(strace_mmap__regular_files_mapped__note_lists_them_and_flag_set),
 		cmocka_unit_test(strace_time__midnight_wrap_seconds_only_and_none__times),
