@@ -23,7 +23,6 @@
 // file is remembered for notes(): strace cannot see the page accesses of a mapping. A line that names a
 // call of interest but cannot be parsed, and a last line cut before its newline, are TraceErrors.
 #include <charconv>
-#include <cstdio>
 
 #include "io_internal.hpp"
 
@@ -31,7 +30,7 @@ namespace llmcache::trace::detail {
 namespace {
 
 enum class Call : uint8_t {
-	none, open, openat, openat2, creat, close, close_range, read, pread, readv, preadv, preadv2, write,
+	open, openat, openat2, creat, close, close_range, read, pread, readv, preadv, preadv2, write,
 	pwrite, writev, pwritev, pwritev2, lseek, llseek, dup, dup2, dup3, fcntl, mmap, munmap, clone, clone3,
 	fork,
 };
@@ -914,8 +913,6 @@ private:
 			if (r > 0)
 				cloned(pr, uint32_t(r), text);
 			return false;
-		case Call::none:
-			break;
 		}
 		return false;
 	}

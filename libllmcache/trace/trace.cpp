@@ -127,7 +127,7 @@ static bool strace_shaped(std::string_view l)
 	size_t n = 0;
 	while (n < rest.size() && (std::isalnum(static_cast<unsigned char>(rest[n])) || rest[n] == '_'))
 		n++;
-	return n > 0 && n < rest.size() && rest[n] == '(' && !std::isdigit(static_cast<unsigned char>(rest[0]));
+	return n > 0 && n < rest.size() && rest[n] == '(';
 }
 
 Format detect(std::string_view head, const std::string &name, int64_t size, const std::string &display)
