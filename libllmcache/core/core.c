@@ -25,7 +25,7 @@
  *   - a sequence table (ids 1..max_seqs) with a global LRU list used to recycle the least recently
  *     accessed sequence when the table is full, and one list per class: SEQ in order of becoming SEQ
  *     (oldest first), HOT in LRU order, LOOP sorted by period (longest first; re-sorted once per loop
- *     iteration, O(loops));
+ *     iteration, O(loops), when the period moved by more than an eighth);
  *   - a block index: chunks of 64 aligned blocks of one file, each holding the 16-bit sequence id of
  *     every block (2 bytes per remembered block), found through an open-addressing hash table and
  *     recycled least recently used first when max_chunks are in use. A block's entry is trusted only if
@@ -422,16 +422,33 @@ static void claim(struct llc_core *c, struct llc_chunk *ch, uint64_t file, uint6
 	*entry = id;
 }
 
+/*
+ * A loop's place in the period order changes only when its period moves by more than an eighth: loops
+ * of nearly equal period (weights and a scratch write loop, both once per token) would otherwise swap
+ * places with every jitter of the hot-set traffic between them, and each swap hands one's pins to the
+ * other. With the hysteresis the order, and so the pin plan, is stable.
+ */
+static bool period_moved(uint64_t old_vt, uint64_t new_vt)
+{
+	uint64_t diff = old_vt > new_vt ? old_vt - new_vt : new_vt - old_vt;
+
+	return !old_vt || diff > old_vt / 8;
+}
+
 static void new_iteration(struct llc_core *c, struct llc_seq *s, uint16_t id, uint64_t now_ns)
 {
+	uint64_t old_vt = s->period_vt;
+
 	s->period_vt = c->vtime - s->iter_start_vt;
 	s->period_ns = now_ns - s->iter_start_ns;
 	s->iter_start_vt = c->vtime;
 	s->iter_start_ns = now_ns;
 	s->iterations++;
 	c->stats[LLMCACHE_STAT_LOOP_ITERATIONS]++;
-	list_unlink(c, &c->lists[LLMCACHE_CLASS_LOOP], id);
-	loop_insert(c, id);
+	if (period_moved(old_vt, s->period_vt)) {
+		list_unlink(c, &c->lists[LLMCACHE_CLASS_LOOP], id);
+		loop_insert(c, id);
+	}
 }
 
 /* ---- Algorithm 1 ---------------------------------------------------------------------------------- */

@@ -191,11 +191,16 @@ private:
 		return nil;
 	}
 
-	uint32_t longest_loop() const
+	// The longest-period loop holding blocks, or nil. With stop_at, nil also when stop_at comes first
+	// in the period order: a loop never takes blocks from a loop of shorter or equal period.
+	uint32_t longest_loop(uint32_t stop_at = nil) const
 	{
-		for (uint16_t id = llc_first(core_, LLMCACHE_CLASS_LOOP); id; id = llc_next(core_, id))
+		for (uint16_t id = llc_first(core_, LLMCACHE_CLASS_LOOP); id; id = llc_next(core_, id)) {
 			if (lists_[id].count && cls_[id] == LLMCACHE_CLASS_LOOP)
 				return id;
+			if (id == stop_at)
+				return nil;
+		}
 		return nil;
 	}
 
@@ -215,7 +220,7 @@ private:
 			victim_list = lists_[hot_list].count ? hot_list : nil;
 			break;
 		case LLMCACHE_CLASS_LOOP:
-			victim_list = longest_loop();
+			victim_list = longest_loop(v.cls == LLMCACHE_CLASS_LOOP ? v.seq : nil);
 			if (v.cls == LLMCACHE_CLASS_LOOP &&
 			    (victim_list == nil ||
 			     (victim_list == v.seq && key_block(key) > key_block(key_[lists_[victim_list].tail]))))

@@ -359,6 +359,39 @@ static void core_evict_order__seq_oldest_first_loop_longest_period_first(void **
 	assert_int_equal(llc_next(c, long_loop), short_loop);
 }
 
+static void core_loop_order__period_jitter__order_kept(void **state)
+{
+	struct llc_core *c = default_core();
+	uint16_t weights, scratch;
+
+	/* Two loops once per token; a few extra accesses alternate between them, as hot-set traffic does. */
+	for (int token = 0; token < 12; token++) {
+		sweep(c, FILE_A, 0, 100);
+		sweep(c, FILE_B, 10000 + token * 100, 2 + 3 * (token % 2)); /* 2 or 5 fresh blocks */
+		sweep(c, FILE_B, 0, 100);
+	}
+	weights = llc_lookup(c, FILE_A, 0);
+	scratch = llc_lookup(c, FILE_B, 0);
+	assert_int_equal(llc_seq_get(c, weights)->cls, LLMCACHE_CLASS_LOOP);
+	assert_int_equal(llc_seq_get(c, scratch)->cls, LLMCACHE_CLASS_LOOP);
+	/* Periods differ by a few accesses and swap which is longer every token: the order stays put. */
+	uint16_t first = llc_first(c, LLMCACHE_CLASS_LOOP);
+	for (int token = 0; token < 4; token++) {
+		sweep(c, FILE_A, 0, 100);
+		sweep(c, FILE_B, 20000 + token * 100, 2 + 3 * (token % 2));
+		sweep(c, FILE_B, 0, 100);
+		assert_int_equal(llc_first(c, LLMCACHE_CLASS_LOOP), first);
+	}
+	/* A real change of period (the scratch loop now runs every other token) does reorder. */
+	for (int token = 0; token < 3; token++) {
+		sweep(c, FILE_A, 0, 100);
+		sweep(c, FILE_A, 0, 100);
+		sweep(c, FILE_B, 0, 100);
+	}
+	assert_int_equal(llc_first(c, LLMCACHE_CLASS_LOOP), scratch);
+	free(c);
+}
+
 static void core_evict_class__by_residency_and_reserve(void **state)
 {
 	uint64_t r[LLMCACHE_NR_CLASSES] = { 0 };
@@ -495,6 +528,7 @@ int main(void)
 		cmocka_unit_test(core_index_full__least_recent_chunk__forgotten),
 		cmocka_unit_test(core_index__many_chunks_recycled__lookups_stay_correct),
 		cmocka_unit_test(core_evict_order__seq_oldest_first_loop_longest_period_first),
+		cmocka_unit_test(core_loop_order__period_jitter__order_kept),
 		cmocka_unit_test(core_evict_class__by_residency_and_reserve),
 		cmocka_unit_test(core_pin_plan__shorter_period_loops_first_from_lowest_block),
 		cmocka_unit_test(sizing__watch_example__about_70MB_loop),
