@@ -1,0 +1,645 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * Policy core: Algorithm 1 of Kim, Lee and Bahn, "Rethinking I/O Caching for LLM Inference on
+ * Resource-Constrained Mobile Platforms" (2025), restated for a kernel and a simulator.
+ *
+ * A block sequence is a run [start, end] of 4 KiB blocks of one file in one class: SEQ (a one-time scan),
+ * LOOP (re-read every token: model weights) or HOT (small, randomly re-referenced: tokenizer, metadata).
+ * On an access to block B of file F:
+ *   - if B-1 is the cursor (last block accessed) of its sequence S, B joins S; HOT sequences join only
+ *     when S was accessed within the adjacency window, so that random hits on a small hot set do not
+ *     glue into runs, and B never joins when it is the first block of another LOOP (that is the loop's
+ *     next iteration, even when it directly follows a neighbour's last block). A HOT sequence longer
+ *     than hot_promote_blocks becomes SEQ;
+ *   - else if B is in a SEQ sequence S: the scan is being re-read. From its start, S becomes a LOOP;
+ *     from the middle, S is cut at B and a new LOOP starts at B (the re-read part is the loop);
+ *   - else if B is in a LOOP S: at S's first block a new iteration begins (period measured); ahead of
+ *     the cursor it is a forward skip; behind it, noise that changes nothing;
+ *   - else if B is in a HOT sequence: an LRU touch;
+ *   - else if B was seen but its sequence has since been recycled or cut away: a new LOOP {B};
+ *   - else B was never seen: a new HOT sequence {B}.
+ * Interleaved streams of several threads need no stream table: adjacency is judged against each
+ * sequence's own cursor. Writes classify exactly as reads (the paper's write loops are loops).
+ *
+ * Data structures, all inside one caller-provided block of memory, O(1) per access:
+ *   - a sequence table (ids 1..max_seqs) with a global LRU list used to recycle the least recently
+ *     accessed sequence when the table is full, and one list per class: SEQ in order of becoming SEQ
+ *     (oldest first), HOT in LRU order, LOOP sorted by period (longest first; re-sorted once per loop
+ *     iteration, O(loops));
+ *   - a block index: chunks of 64 aligned blocks of one file, each holding the 16-bit sequence id of
+ *     every block (2 bytes per remembered block), found through an open-addressing hash table and
+ *     recycled least recently used first when max_chunks are in use. A block's entry is trusted only if
+ *     the sequence it names is live, of the same file, and still covers the block, so stale entries
+ *     left by recycling or cutting are harmless: they mean "seen before".
+ */
+#include "core.h"
+
+#define LLC_NONE 0
+#define LLC_UNKNOWN_PERIOD (~0ULL)
+
+struct llc_chunk {
+	uint64_t file;
+	uint64_t base; /* block >> 6 */
+	uint32_t lru_prev, lru_next;
+	uint16_t seq[LLC_CHUNK_BLOCKS];
+};
+
+struct llc_list {
+	uint16_t head, tail;
+};
+
+struct llc_core {
+	struct llc_config cfg;
+	uint64_t vtime;
+	uint64_t stats[LLMCACHE_NR_STATS];
+	uint32_t class_count[LLMCACHE_NR_CLASSES];
+	struct llc_list lists[LLMCACHE_NR_CLASSES];
+	struct llc_list seq_lru;
+	uint16_t free_seq;
+	uint32_t chunks_used;
+	uint32_t chunk_lru_head, chunk_lru_tail;
+	uint32_t hash_mask;
+	struct llc_seq *seqs;     /* [max_seqs + 1], id 0 unused */
+	struct llc_chunk *chunks; /* [max_chunks + 1], id 0 unused */
+	uint32_t *hash;           /* [hash_mask + 1] chunk ids, 0 = empty */
+};
+
+#define LLC_ADJACENCY_WINDOW 64 /* accesses within which a HOT sequence may still grow */
+
+void llc_config_default(struct llc_config *cfg)
+{
+	cfg->max_seqs = 16384;
+	cfg->max_chunks = 65536;
+	cfg->hot_promote_blocks = 4;
+}
+
+static uint64_t align8(uint64_t n)
+{
+	return (n + 7) & ~7ULL;
+}
+
+static uint32_t hash_slots(uint32_t max_chunks)
+{
+	uint32_t n = 16;
+
+	while (n < 2 * max_chunks)
+		n <<= 1;
+	return n;
+}
+
+uint64_t llc_core_size(const struct llc_config *cfg)
+{
+	if (!cfg || cfg->max_seqs < 2 || cfg->max_seqs > 65535 || cfg->max_chunks < 2 ||
+	    cfg->max_chunks > (1U << 30))
+		return 0;
+	return align8(sizeof(struct llc_core)) + align8((uint64_t)(cfg->max_seqs + 1) * sizeof(struct llc_seq)) +
+	       align8((uint64_t)(cfg->max_chunks + 1) * sizeof(struct llc_chunk)) +
+	       align8((uint64_t)hash_slots(cfg->max_chunks) * sizeof(uint32_t));
+}
+
+static void zero(void *p, uint64_t n)
+{
+	unsigned char *b = p;
+
+	while (n--)
+		*b++ = 0;
+}
+
+struct llc_core *llc_core_init(void *mem, uint64_t mem_size, const struct llc_config *cfg)
+{
+	uint64_t need = llc_core_size(cfg);
+	struct llc_core *c = mem;
+	char *p = mem;
+	uint32_t i;
+
+	if (!need || !mem || mem_size < need || ((uintptr_t)mem & 7))
+		return NULL;
+	zero(mem, need);
+	c->cfg = *cfg;
+	p += align8(sizeof(*c));
+	c->seqs = (struct llc_seq *)p;
+	p += align8((uint64_t)(cfg->max_seqs + 1) * sizeof(struct llc_seq));
+	c->chunks = (struct llc_chunk *)p;
+	p += align8((uint64_t)(cfg->max_chunks + 1) * sizeof(struct llc_chunk));
+	c->hash = (uint32_t *)p;
+	c->hash_mask = hash_slots(cfg->max_chunks) - 1;
+	for (i = cfg->max_seqs; i >= 1; i--) {
+		c->seqs[i].lru_next = c->free_seq;
+		c->free_seq = (uint16_t)i;
+	}
+	return c;
+}
+
+/* ---- block index ---------------------------------------------------------------------------------- */
+
+static uint32_t chunk_hash(uint64_t file, uint64_t base)
+{
+	uint64_t k = file * 0x9e3779b97f4a7c15ULL ^ base;
+
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdULL;
+	k ^= k >> 33;
+	return (uint32_t)k;
+}
+
+static uint32_t *chunk_slot(const struct llc_core *c, uint64_t file, uint64_t base)
+{
+	uint32_t i = chunk_hash(file, base) & c->hash_mask;
+
+	for (;; i = (i + 1) & c->hash_mask) {
+		uint32_t id = c->hash[i];
+
+		if (id == LLC_NONE || (c->chunks[id].file == file && c->chunks[id].base == base))
+			return &c->hash[i];
+	}
+}
+
+static void chunk_unhash(struct llc_core *c, uint32_t id)
+{
+	uint32_t *slot = chunk_slot(c, c->chunks[id].file, c->chunks[id].base);
+	uint32_t i = (uint32_t)(slot - c->hash), j;
+
+	/* Backward-shift deletion keeps every remaining probe run unbroken. */
+	for (j = (i + 1) & c->hash_mask; c->hash[j] != LLC_NONE; j = (j + 1) & c->hash_mask) {
+		const struct llc_chunk *ch = &c->chunks[c->hash[j]];
+		uint32_t home = chunk_hash(ch->file, ch->base) & c->hash_mask;
+
+		if (((j - home) & c->hash_mask) >= ((j - i) & c->hash_mask)) {
+			c->hash[i] = c->hash[j];
+			i = j;
+		}
+	}
+	c->hash[i] = LLC_NONE;
+}
+
+static void chunk_lru_unlink(struct llc_core *c, uint32_t id)
+{
+	struct llc_chunk *ch = &c->chunks[id];
+
+	if (ch->lru_prev)
+		c->chunks[ch->lru_prev].lru_next = ch->lru_next;
+	else
+		c->chunk_lru_head = ch->lru_next;
+	if (ch->lru_next)
+		c->chunks[ch->lru_next].lru_prev = ch->lru_prev;
+	else
+		c->chunk_lru_tail = ch->lru_prev;
+}
+
+static void chunk_lru_append(struct llc_core *c, uint32_t id)
+{
+	struct llc_chunk *ch = &c->chunks[id];
+
+	ch->lru_prev = c->chunk_lru_tail;
+	ch->lru_next = LLC_NONE;
+	if (c->chunk_lru_tail)
+		c->chunks[c->chunk_lru_tail].lru_next = id;
+	else
+		c->chunk_lru_head = id;
+	c->chunk_lru_tail = id;
+}
+
+/* The chunk holding (file, block), created (recycling the least recently used one) if asked to. */
+static struct llc_chunk *chunk_get(struct llc_core *c, uint64_t file, uint64_t block, bool create)
+{
+	uint64_t base = block / LLC_CHUNK_BLOCKS;
+	uint32_t *slot = chunk_slot(c, file, base);
+	uint32_t id = *slot;
+
+	if (id != LLC_NONE) {
+		if (c->chunk_lru_tail != id) {
+			chunk_lru_unlink(c, id);
+			chunk_lru_append(c, id);
+		}
+		return &c->chunks[id];
+	}
+	if (!create)
+		return NULL;
+	if (c->chunks_used < c->cfg.max_chunks) {
+		id = ++c->chunks_used;
+	} else {
+		id = c->chunk_lru_head;
+		chunk_lru_unlink(c, id);
+		chunk_unhash(c, id);
+		c->stats[LLMCACHE_STAT_CHUNKS_RECYCLED]++;
+		slot = chunk_slot(c, file, base); /* the deletion may have moved the free slot */
+	}
+	*slot = id;
+	zero(&c->chunks[id], sizeof(c->chunks[id]));
+	c->chunks[id].file = file;
+	c->chunks[id].base = base;
+	chunk_lru_append(c, id);
+	return &c->chunks[id];
+}
+
+static bool seq_covers(const struct llc_core *c, uint16_t id, uint64_t file, uint64_t block)
+{
+	const struct llc_seq *s = &c->seqs[id];
+
+	return id != LLC_NONE && s->live && s->file == file && s->start <= block && block <= s->end;
+}
+
+uint16_t llc_lookup(const struct llc_core *c, uint64_t file, uint64_t block)
+{
+	uint32_t id = *chunk_slot(c, file, block / LLC_CHUNK_BLOCKS);
+	uint16_t seq;
+
+	if (id == LLC_NONE)
+		return LLC_NONE;
+	seq = c->chunks[id].seq[block % LLC_CHUNK_BLOCKS];
+	return seq_covers(c, seq, file, block) ? seq : LLC_NONE;
+}
+
+/* ---- sequence lists ------------------------------------------------------------------------------- */
+
+static void list_unlink(struct llc_core *c, struct llc_list *l, uint16_t id)
+{
+	struct llc_seq *s = &c->seqs[id];
+
+	if (s->list_prev)
+		c->seqs[s->list_prev].list_next = s->list_next;
+	else
+		l->head = s->list_next;
+	if (s->list_next)
+		c->seqs[s->list_next].list_prev = s->list_prev;
+	else
+		l->tail = s->list_prev;
+	s->list_prev = s->list_next = LLC_NONE;
+}
+
+/* Insert id before `before` (LLC_NONE: at the tail). */
+static void list_insert(struct llc_core *c, struct llc_list *l, uint16_t id, uint16_t before)
+{
+	struct llc_seq *s = &c->seqs[id];
+
+	s->list_next = before;
+	s->list_prev = before ? c->seqs[before].list_prev : l->tail;
+	if (s->list_prev)
+		c->seqs[s->list_prev].list_next = id;
+	else
+		l->head = id;
+	if (before)
+		c->seqs[before].list_prev = id;
+	else
+		l->tail = id;
+}
+
+static void lru_unlink(struct llc_core *c, uint16_t id)
+{
+	struct llc_seq *s = &c->seqs[id];
+
+	if (s->lru_prev)
+		c->seqs[s->lru_prev].lru_next = s->lru_next;
+	else
+		c->seq_lru.head = s->lru_next;
+	if (s->lru_next)
+		c->seqs[s->lru_next].lru_prev = s->lru_prev;
+	else
+		c->seq_lru.tail = s->lru_prev;
+}
+
+static void lru_append(struct llc_core *c, uint16_t id)
+{
+	struct llc_seq *s = &c->seqs[id];
+
+	s->lru_prev = c->seq_lru.tail;
+	s->lru_next = LLC_NONE;
+	if (c->seq_lru.tail)
+		c->seqs[c->seq_lru.tail].lru_next = id;
+	else
+		c->seq_lru.head = id;
+	c->seq_lru.tail = id;
+}
+
+static void touch(struct llc_core *c, uint16_t id)
+{
+	c->seqs[id].last_vt = c->vtime;
+	if (c->seq_lru.tail != id) {
+		lru_unlink(c, id);
+		lru_append(c, id);
+	}
+}
+
+static uint64_t period_key(const struct llc_seq *s)
+{
+	return s->period_vt ? s->period_vt : LLC_UNKNOWN_PERIOD;
+}
+
+/* LOOP list: longest period first; unknown periods count as longest (released first, pinned last). */
+static void loop_insert(struct llc_core *c, uint16_t id)
+{
+	uint64_t key = period_key(&c->seqs[id]);
+	uint16_t at = c->lists[LLMCACHE_CLASS_LOOP].head;
+
+	while (at && period_key(&c->seqs[at]) >= key)
+		at = c->seqs[at].list_next;
+	list_insert(c, &c->lists[LLMCACHE_CLASS_LOOP], id, at);
+}
+
+static void class_enter(struct llc_core *c, uint16_t id, enum llmcache_class cls)
+{
+	c->seqs[id].cls = (uint8_t)cls;
+	c->class_count[cls]++;
+	if (cls == LLMCACHE_CLASS_LOOP)
+		loop_insert(c, id);
+	else
+		list_insert(c, &c->lists[cls], id, LLC_NONE);
+}
+
+static void class_leave(struct llc_core *c, uint16_t id)
+{
+	enum llmcache_class cls = c->seqs[id].cls;
+
+	list_unlink(c, &c->lists[cls], id);
+	c->class_count[cls]--;
+}
+
+static void seq_free(struct llc_core *c, uint16_t id)
+{
+	class_leave(c, id);
+	lru_unlink(c, id);
+	c->seqs[id].live = 0;
+	c->seqs[id].lru_next = c->free_seq;
+	c->free_seq = id;
+}
+
+static uint16_t seq_new(struct llc_core *c, uint64_t file, uint64_t block, uint64_t now_ns,
+			enum llmcache_class cls)
+{
+	uint16_t id = c->free_seq;
+	struct llc_seq *s;
+
+	if (id == LLC_NONE) {
+		id = c->seq_lru.head;
+		seq_free(c, id);
+		c->stats[LLMCACHE_STAT_SEQS_RECYCLED]++;
+	}
+	c->free_seq = c->seqs[id].lru_next;
+	s = &c->seqs[id];
+	zero(s, sizeof(*s));
+	s->file = file;
+	s->start = s->end = s->cursor = block;
+	s->created_vt = s->last_vt = s->iter_start_vt = c->vtime;
+	s->iter_start_ns = now_ns;
+	s->live = 1;
+	lru_append(c, id);
+	class_enter(c, id, cls);
+	c->stats[LLMCACHE_STAT_SEQS_CREATED]++;
+	return id;
+}
+
+/* Record that `block` now belongs to `id`, taking it from the sequence that held it before. */
+static void claim(struct llc_core *c, struct llc_chunk *ch, uint64_t file, uint64_t block, uint16_t id)
+{
+	uint16_t *entry = &ch->seq[block % LLC_CHUNK_BLOCKS];
+	uint16_t old = *entry;
+
+	if (old != id && seq_covers(c, old, file, block)) {
+		struct llc_seq *o = &c->seqs[old];
+
+		if (o->start == o->end)
+			seq_free(c, old);
+		else if (block == o->start)
+			o->start++;
+		else if (block == o->end)
+			o->end--;
+		if (o->live && o->cursor > o->end)
+			o->cursor = o->end;
+	}
+	*entry = id;
+}
+
+static void new_iteration(struct llc_core *c, struct llc_seq *s, uint16_t id, uint64_t now_ns)
+{
+	s->period_vt = c->vtime - s->iter_start_vt;
+	s->period_ns = now_ns - s->iter_start_ns;
+	s->iter_start_vt = c->vtime;
+	s->iter_start_ns = now_ns;
+	s->iterations++;
+	c->stats[LLMCACHE_STAT_LOOP_ITERATIONS]++;
+	list_unlink(c, &c->lists[LLMCACHE_CLASS_LOOP], id);
+	loop_insert(c, id);
+}
+
+/* ---- Algorithm 1 ---------------------------------------------------------------------------------- */
+
+/* Does block join prev, the sequence of block - 1? cur is the live sequence holding block, if any. */
+static bool joins(const struct llc_core *c, uint16_t prev, uint16_t cur, uint64_t block)
+{
+	const struct llc_seq *p = &c->seqs[prev];
+
+	if (prev == LLC_NONE || p->cursor != block - 1)
+		return false;
+	/* A loop restarting at its first block is an iteration, even right after a neighbour's end. */
+	if (cur != prev && cur != LLC_NONE && c->seqs[cur].cls == LLMCACHE_CLASS_LOOP && c->seqs[cur].start == block)
+		return false;
+	return p->cls != LLMCACHE_CLASS_HOT || c->vtime - p->last_vt <= LLC_ADJACENCY_WINDOW;
+}
+
+static struct llc_verdict extend(struct llc_core *c, struct llc_chunk *ch, uint16_t id, uint64_t file,
+				 uint64_t block)
+{
+	struct llc_seq *s = &c->seqs[id];
+	struct llc_verdict v = { id, 0, LLC_EV_EXTEND };
+
+	claim(c, ch, file, block, id);
+	if (block > s->end)
+		s->end = block;
+	s->cursor = block;
+	if (s->cls == LLMCACHE_CLASS_HOT && s->end - s->start + 1 > c->cfg.hot_promote_blocks) {
+		class_leave(c, id);
+		class_enter(c, id, LLMCACHE_CLASS_SEQ);
+	}
+	v.cls = s->cls;
+	return v;
+}
+
+static struct llc_verdict rereference(struct llc_core *c, struct llc_chunk *ch, uint16_t id, uint64_t file,
+				      uint64_t block, uint64_t now_ns)
+{
+	struct llc_seq *s = &c->seqs[id];
+	struct llc_verdict v = { id, s->cls, LLC_EV_HOT_TOUCH };
+
+	touch(c, id); /* so that a table-full recycle below cannot pick this sequence */
+	switch (s->cls) {
+	case LLMCACHE_CLASS_HOT:
+		list_unlink(c, &c->lists[LLMCACHE_CLASS_HOT], id);
+		list_insert(c, &c->lists[LLMCACHE_CLASS_HOT], id, LLC_NONE);
+		s->cursor = block;
+		break;
+	case LLMCACHE_CLASS_SEQ:
+		if (block == s->start) {
+			class_leave(c, id);
+			class_enter(c, id, LLMCACHE_CLASS_LOOP);
+			new_iteration(c, s, id, now_ns);
+			s->cursor = block;
+			v.event = LLC_EV_TO_LOOP;
+		} else {
+			/* Cut the scan at B: its tail is being re-read, and that tail is the loop. The first
+			 * pass over B happened during the scan, so the scan's start bounds the period. */
+			uint64_t scan_start_vt = s->iter_start_vt, scan_start_ns = s->iter_start_ns;
+			uint16_t loop;
+
+			s->end = block - 1;
+			if (s->cursor > s->end)
+				s->cursor = s->end;
+			loop = seq_new(c, file, block, now_ns, LLMCACHE_CLASS_LOOP);
+			c->seqs[loop].iter_start_vt = scan_start_vt;
+			c->seqs[loop].iter_start_ns = scan_start_ns;
+			new_iteration(c, &c->seqs[loop], loop, now_ns);
+			claim(c, ch, file, block, loop);
+			v.seq = loop;
+			v.event = LLC_EV_SPLIT_LOOP;
+		}
+		v.cls = LLMCACHE_CLASS_LOOP;
+		break;
+	case LLMCACHE_CLASS_LOOP:
+		if (block == s->start) {
+			new_iteration(c, s, id, now_ns);
+			s->cursor = block;
+			v.event = LLC_EV_ITERATION;
+		} else if (block > s->cursor) {
+			s->cursor = block;
+			v.event = LLC_EV_SKIP;
+		} else {
+			v.event = LLC_EV_NOISE;
+		}
+		break;
+	}
+	return v;
+}
+
+struct llc_verdict llc_access(struct llc_core *c, uint64_t file, uint64_t block, uint64_t now_ns)
+{
+	struct llc_chunk *ch;
+	struct llc_verdict v;
+	uint16_t prev, entry, cur;
+
+	c->vtime++;
+	c->stats[LLMCACHE_STAT_ACCESSES]++;
+	prev = block ? llc_lookup(c, file, block - 1) : LLC_NONE;
+	ch = chunk_get(c, file, block, true);
+	entry = ch->seq[block % LLC_CHUNK_BLOCKS];
+	cur = seq_covers(c, entry, file, block) ? entry : LLC_NONE;
+	if (joins(c, prev, cur, block)) {
+		v = extend(c, ch, prev, file, block);
+	} else {
+		if (cur != LLC_NONE) {
+			v = rereference(c, ch, cur, file, block, now_ns);
+		} else {
+			bool seen = entry != LLC_NONE;
+			enum llmcache_class cls = seen ? LLMCACHE_CLASS_LOOP : LLMCACHE_CLASS_HOT;
+
+			v.seq = seq_new(c, file, block, now_ns, cls);
+			v.cls = (uint8_t)cls;
+			v.event = seen ? LLC_EV_SEEN_AGAIN : LLC_EV_NEW_HOT;
+			ch->seq[block % LLC_CHUNK_BLOCKS] = v.seq;
+		}
+	}
+	touch(c, v.seq);
+	c->stats[LLMCACHE_STAT_SEQ_BLOCKS + v.cls]++;
+	return v;
+}
+
+/* ---- queries -------------------------------------------------------------------------------------- */
+
+const struct llc_seq *llc_seq_get(const struct llc_core *c, uint16_t id)
+{
+	if (id == LLC_NONE || id > c->cfg.max_seqs || !c->seqs[id].live)
+		return NULL;
+	return &c->seqs[id];
+}
+
+uint64_t llc_vtime(const struct llc_core *c)
+{
+	return c->vtime;
+}
+
+const uint64_t *llc_stats(const struct llc_core *c)
+{
+	return c->stats;
+}
+
+uint32_t llc_class_count(const struct llc_core *c, enum llmcache_class cls)
+{
+	return cls < LLMCACHE_NR_CLASSES ? c->class_count[cls] : 0;
+}
+
+uint16_t llc_first(const struct llc_core *c, enum llmcache_class cls)
+{
+	return cls < LLMCACHE_NR_CLASSES ? c->lists[cls].head : LLC_NONE;
+}
+
+uint16_t llc_next(const struct llc_core *c, uint16_t id)
+{
+	return id == LLC_NONE ? LLC_NONE : c->seqs[id].list_next;
+}
+
+enum llmcache_class llc_evict_class(const uint64_t resident[LLMCACHE_NR_CLASSES], uint64_t hot_reserve)
+{
+	if (resident[LLMCACHE_CLASS_SEQ])
+		return LLMCACHE_CLASS_SEQ;
+	if (resident[LLMCACHE_CLASS_HOT] > hot_reserve || !resident[LLMCACHE_CLASS_LOOP])
+		return LLMCACHE_CLASS_HOT;
+	return LLMCACHE_CLASS_LOOP;
+}
+
+uint32_t llc_pin_plan(const struct llc_core *c, uint64_t budget_blocks, struct llc_pin_range *out,
+		      uint32_t max)
+{
+	uint16_t id = c->lists[LLMCACHE_CLASS_LOOP].tail; /* shortest period first */
+	uint32_t n = 0;
+
+	for (; id && budget_blocks && n < max; id = c->seqs[id].list_prev) {
+		const struct llc_seq *s = &c->seqs[id];
+		uint64_t len = s->end - s->start + 1;
+		uint64_t take = len < budget_blocks ? len : budget_blocks;
+
+		out[n].file = s->file;
+		out[n].first = s->start;
+		out[n].count = take;
+		out[n].seq = id;
+		n++;
+		budget_blocks -= take;
+	}
+	return n;
+}
+
+/* ---- sizing rule ---------------------------------------------------------------------------------- */
+
+/* ceil(bw * t_ns / 1e9) and floor(...), exact for bw * t_ns < 2^64 (bw < 1.8e9 blocks/s at T = 10 s). */
+static uint64_t blocks_in(uint64_t bw_blocks_per_s, uint64_t t_ns, bool round_up)
+{
+	uint64_t product = bw_blocks_per_s * t_ns;
+
+	return llc_div_u64(product + (round_up ? LLC_NSEC_PER_SEC - 1 : 0), LLC_NSEC_PER_SEC);
+}
+
+uint64_t llc_size_min_blocks(uint64_t n_blocks, uint64_t bw_blocks_per_s, uint64_t t_ns)
+{
+	/* floor(N - x) = N - ceil(x) for integer N. */
+	uint64_t fetched = blocks_in(bw_blocks_per_s, t_ns, true);
+
+	return n_blocks > fetched ? n_blocks - fetched : 0;
+}
+
+uint64_t llc_size_max_loop(uint64_t s_blocks, uint64_t bw_blocks_per_s, uint64_t t_ns)
+{
+	return s_blocks + blocks_in(bw_blocks_per_s, t_ns, false);
+}
+
+uint64_t llc_stall_ns(uint64_t n_blocks, uint64_t s_blocks, uint64_t bw_blocks_per_s, uint64_t t_ns)
+{
+	uint64_t missing, whole_s, fetch_ns;
+
+	if (s_blocks >= n_blocks)
+		return 0;
+	if (!bw_blocks_per_s)
+		return ~0ULL;
+	missing = n_blocks - s_blocks;
+	/* missing / bw seconds in ns, without overflowing for any realistic loop. */
+	whole_s = llc_div_u64(missing, bw_blocks_per_s);
+	fetch_ns = whole_s * LLC_NSEC_PER_SEC +
+		   llc_div_u64((missing - whole_s * bw_blocks_per_s) * LLC_NSEC_PER_SEC, bw_blocks_per_s);
+	return fetch_ns > t_ns ? fetch_ns - t_ns : 0;
+}

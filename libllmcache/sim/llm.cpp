@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: MIT
+// llm: the llmcache policy core (libllmcache/core) driving a simulated cache, so that a replay measures
+// exactly the classification the kernel module runs.
+//
+// The core classifies every block access and orders sequences; this file keeps which blocks are
+// resident and evicts in Algorithm 1's order:
+//   1. the oldest SEQ sequence's highest resident block (scans go first);
+//   2. else, when HOT holds more than its reserve (PolicyOptions::hot_reserve of the cache), the least
+//      recently used HOT block;
+//   3. else the highest resident block of the longest-period LOOP.
+// Blocks of one sequence are kept in the order they were admitted, which for sequential runs is block
+// order, so "highest" is the last admitted (the paper's O(1) argument). Pinning is admission control:
+// a missed block that would itself be the next victim is not admitted (bypass), so a loop of N blocks in
+// a cache of C < N keeps its lowest C blocks and hits C times per iteration, where LRU hits none.
+// Resident blocks of a sequence the core has recycled become orphans, evicted before anything else.
+#include "policies.hpp"
+
+#include <cstdlib>
+#include <deque>
+#include <new>
+#include <stdexcept>
+#include <vector>
+
+#include "flat_map.hpp"
+
+extern "C" {
+#include "core/core.h"
+}
+
+namespace llmcache::sim {
+namespace {
+
+constexpr uint32_t nil = ~uint32_t(0);
+constexpr uint32_t orphan_seq = 0; // sequence id 0 is never used by the core: it holds orphans
+constexpr uint32_t hot_list = 65536; // the HOT LRU list lives after the core's 65535 sequence ids
+
+class LlmPolicy final : public Policy {
+public:
+	LlmPolicy(uint64_t capacity, const PolicyOptions &opt)
+		: Policy(capacity), index_(capacity), key_(capacity), seq_of_(capacity), prev_(capacity),
+		  next_(capacity), lists_(hot_list + 1)
+	{
+		llc_config cfg;
+		llc_config_default(&cfg);
+		cfg.max_seqs = 65535;
+		cfg.max_chunks = 1U << 18; // 16 Mi blocks (64 GiB) of remembered footprint
+		uint64_t size = llc_core_size(&cfg);
+		mem_ = std::aligned_alloc(8, (size + 7) & ~uint64_t(7));
+		if (!mem_ || !(core_ = llc_core_init(mem_, size, &cfg)))
+			throw std::bad_alloc();
+		hot_reserve_ = uint64_t(opt.hot_reserve * double(capacity));
+		for (uint32_t i = 0; i < capacity; i++)
+			next_[i] = i + 1 < capacity ? i + 1 : nil;
+		free_ = capacity ? 0 : nil;
+		gen_.assign(hot_list, ~uint64_t(0));
+		cls_.assign(hot_list + 1, LLMCACHE_CLASS_SEQ);
+		cls_[hot_list] = LLMCACHE_CLASS_HOT;
+	}
+	~LlmPolicy() override { std::free(mem_); }
+
+	std::string_view name() const override { return "llm"; }
+	const ClassStats *class_stats() const override { return &stats_; }
+
+	bool access(const Request &r) override
+	{
+		llc_verdict v = llc_access(core_, key_file(r.key), key_block(r.key), r.time_ns);
+		sync_sequence(v);
+		stats_.accesses[v.cls]++;
+		uint32_t *slot = index_.find(r.key);
+		if (slot) {
+			stats_.hits[v.cls]++;
+			refile(*slot, v);
+			return true;
+		}
+		if (used_ == capacity_ && !make_room(r.key, v))
+			return false; // bypass: the block would be the next victim
+		admit(r.key, v);
+		return false;
+	}
+
+private:
+	struct List {
+		uint32_t head = nil, tail = nil;
+		uint64_t count = 0;
+	};
+
+	uint32_t list_of(const llc_verdict &v) const { return v.cls == LLMCACHE_CLASS_HOT ? hot_list : v.seq; }
+
+	// Follow the core: a reused sequence id, a class change, a HOT run promoted to SEQ.
+	void sync_sequence(const llc_verdict &v)
+	{
+		const llc_seq *s = llc_seq_get(core_, v.seq);
+		if (gen_[v.seq] != s->created_vt) {
+			orphan_all(v.seq);
+			gen_[v.seq] = s->created_vt;
+			cls_[v.seq] = v.cls;
+			if (v.cls == LLMCACHE_CLASS_SEQ)
+				seq_age_.push_back(v.seq);
+			return;
+		}
+		if (cls_[v.seq] == v.cls)
+			return;
+		uint8_t was = cls_[v.seq];
+		cls_[v.seq] = v.cls;
+		if (was == LLMCACHE_CLASS_HOT) {
+			// Its earlier blocks sit in the HOT list: a promoted run is short, look them up.
+			for (uint64_t b = s->start; b <= s->end; b++)
+				if (uint32_t *slot = index_.find(request_key(uint32_t(s->file), b)))
+					if (seq_of_[*slot] == hot_list)
+						move(*slot, v.seq);
+		} else {
+			resident_[was] -= lists_[v.seq].count;
+			resident_[v.cls] += lists_[v.seq].count;
+		}
+		if (v.cls == LLMCACHE_CLASS_SEQ)
+			seq_age_.push_back(v.seq);
+	}
+
+	void orphan_all(uint32_t seq)
+	{
+		while (lists_[seq].head != nil)
+			move(lists_[seq].head, orphan_seq);
+	}
+
+	void refile(uint32_t slot, const llc_verdict &v)
+	{
+		uint32_t want = list_of(v);
+		if (seq_of_[slot] != want)
+			move(slot, want);
+		else if (want == hot_list)
+			move(slot, hot_list); // LRU touch
+	}
+
+	void link(uint32_t slot, uint32_t list)
+	{
+		List &l = lists_[list];
+		if (list == orphan_seq && l.count == 0)
+			seq_age_.push_front(orphan_seq); // orphans are the oldest scan of all
+		seq_of_[slot] = list;
+		prev_[slot] = l.tail;
+		next_[slot] = nil;
+		(l.tail != nil ? next_[l.tail] : l.head) = slot;
+		l.tail = slot;
+		l.count++;
+		resident_[cls_[list]]++;
+	}
+
+	void unlink(uint32_t slot)
+	{
+		List &l = lists_[seq_of_[slot]];
+		(prev_[slot] != nil ? next_[prev_[slot]] : l.head) = next_[slot];
+		(next_[slot] != nil ? prev_[next_[slot]] : l.tail) = prev_[slot];
+		l.count--;
+		resident_[cls_[seq_of_[slot]]]--;
+	}
+
+	void move(uint32_t slot, uint32_t list)
+	{
+		unlink(slot);
+		link(slot, list);
+	}
+
+	void admit(uint64_t key, const llc_verdict &v)
+	{
+		uint32_t slot = free_;
+		free_ = next_[slot];
+		key_[slot] = key;
+		index_.put(key, slot);
+		link(slot, list_of(v));
+		used_++;
+	}
+
+	void evict(uint32_t slot)
+	{
+		unlink(slot);
+		index_.erase(key_[slot]);
+		next_[slot] = free_;
+		free_ = slot;
+		used_--;
+	}
+
+	// The oldest sequence still holding SEQ-class blocks (orphans count as the oldest).
+	uint32_t oldest_scan()
+	{
+		while (!seq_age_.empty()) {
+			uint32_t s = seq_age_.front();
+			if (lists_[s].count && cls_[s] == LLMCACHE_CLASS_SEQ)
+				return s;
+			seq_age_.pop_front();
+		}
+		return nil;
+	}
+
+	uint32_t longest_loop() const
+	{
+		for (uint16_t id = llc_first(core_, LLMCACHE_CLASS_LOOP); id; id = llc_next(core_, id))
+			if (lists_[id].count && cls_[id] == LLMCACHE_CLASS_LOOP)
+				return id;
+		return nil;
+	}
+
+	// Evict the next victim to admit `key`, or return false when `key` itself would be that victim.
+	bool make_room(uint64_t key, const llc_verdict &v)
+	{
+		uint64_t with_new[LLMCACHE_NR_CLASSES] = {resident_[0], resident_[1], resident_[2]};
+		with_new[v.cls]++;
+		uint32_t victim_list = nil;
+		switch (llc_evict_class(with_new, hot_reserve_)) {
+		case LLMCACHE_CLASS_SEQ:
+			victim_list = oldest_scan();
+			if (v.cls == LLMCACHE_CLASS_SEQ && (victim_list == nil || victim_list == v.seq))
+				return false; // the newest scan's highest block is the one to drop
+			break;
+		case LLMCACHE_CLASS_HOT:
+			victim_list = lists_[hot_list].count ? hot_list : nil;
+			break;
+		case LLMCACHE_CLASS_LOOP:
+			victim_list = longest_loop();
+			if (v.cls == LLMCACHE_CLASS_LOOP &&
+			    (victim_list == nil ||
+			     (victim_list == v.seq && key_block(key) > key_block(key_[lists_[victim_list].tail]))))
+				return false; // pin the loop's lowest blocks: this one is above them
+			break;
+		default:
+			break;
+		}
+		if (victim_list == nil)
+			return false;
+		List &l = lists_[victim_list];
+		evict(victim_list == hot_list ? l.head : l.tail);
+		return true;
+	}
+
+	llc_core *core_ = nullptr;
+	void *mem_ = nullptr;
+	FlatMap<uint32_t> index_; // key -> slot
+	std::vector<uint64_t> key_;
+	std::vector<uint32_t> seq_of_, prev_, next_; // per slot: its list and the links in it
+	std::vector<List> lists_;                    // per sequence id, plus the HOT LRU list
+	std::vector<uint64_t> gen_;                  // created_vt of the sequence each id last stood for
+	std::vector<uint8_t> cls_;                   // class of each list
+	std::deque<uint32_t> seq_age_;               // sequences in the order they became SEQ
+	uint64_t resident_[LLMCACHE_NR_CLASSES] = {};
+	uint64_t hot_reserve_ = 0;
+	uint64_t used_ = 0;
+	uint32_t free_ = nil;
+	ClassStats stats_;
+};
+
+} // namespace
+
+std::unique_ptr<Policy> make_llm_policy(uint64_t capacity, const PolicyOptions &opt)
+{
+	if (!capacity)
+		throw std::invalid_argument("llm: the cache capacity must be at least one block");
+	return std::make_unique<LlmPolicy>(capacity, opt);
+}
+
+} // namespace llmcache::sim

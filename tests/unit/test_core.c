@@ -1,0 +1,508 @@
+// SPDX-License-Identifier: MIT
+/* CMocka tests of the policy core: every branch of the classification, the table-full rules, the
+ * eviction order, the pin plan and the sizing rule with the paper's worked examples. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <cmocka.h>
+
+#include "libllmcache/core/core.h"
+
+#define FILE_A 1
+#define FILE_B 2
+
+static struct llc_core *make_core(uint32_t max_seqs, uint32_t max_chunks, uint32_t hot_promote)
+{
+	struct llc_config cfg = { max_seqs, max_chunks, hot_promote };
+	uint64_t size = llc_core_size(&cfg);
+	void *mem;
+
+	assert_int_not_equal(size, 0);
+	mem = aligned_alloc(8, (size + 7) & ~7ULL);
+	assert_non_null(mem);
+	return llc_core_init(mem, size, &cfg);
+}
+
+static struct llc_core *default_core(void)
+{
+	struct llc_config cfg;
+
+	llc_config_default(&cfg);
+	return make_core(cfg.max_seqs, cfg.max_chunks, cfg.hot_promote_blocks);
+}
+
+/* Access blocks [first, first + n) of a file in order; returns the verdict of the last one. */
+static struct llc_verdict sweep(struct llc_core *c, uint64_t file, uint64_t first, uint64_t n)
+{
+	struct llc_verdict v = { 0 };
+
+	for (uint64_t b = first; b < first + n; b++)
+		v = llc_access(c, file, b, llc_vtime(c) * 1000);
+	return v;
+}
+
+static const struct llc_seq *seq_of(struct llc_core *c, uint64_t file, uint64_t block)
+{
+	return llc_seq_get(c, llc_lookup(c, file, block));
+}
+
+static void core_init__bad_config__rejected(void **state)
+{
+	struct llc_config cfg = { 1, 16, 4 };
+	static uint64_t mem[64];
+
+	assert_int_equal(llc_core_size(&cfg), 0);
+	cfg.max_seqs = 70000;
+	assert_int_equal(llc_core_size(&cfg), 0);
+	cfg.max_seqs = 16;
+	cfg.max_chunks = 1;
+	assert_int_equal(llc_core_size(&cfg), 0);
+	assert_null(llc_core_init(mem, sizeof(mem), &cfg));
+	cfg.max_chunks = 16;
+	assert_null(llc_core_init(mem, 8, &cfg)); /* too small */
+	assert_null(llc_core_init((char *)mem + 4, sizeof(mem), &cfg));
+}
+
+static void core_access__first_touch__new_hot(void **state)
+{
+	struct llc_core *c = default_core();
+	struct llc_verdict v = llc_access(c, FILE_A, 100, 0);
+
+	assert_int_equal(v.cls, LLMCACHE_CLASS_HOT);
+	assert_int_equal(v.event, LLC_EV_NEW_HOT);
+	assert_int_equal(llc_lookup(c, FILE_A, 100), v.seq);
+	assert_int_equal(llc_lookup(c, FILE_A, 101), LLC_SEQ_NONE);
+	assert_int_equal(llc_lookup(c, FILE_B, 100), LLC_SEQ_NONE);
+	free(c);
+}
+
+static void core_access__sequential_run__hot_then_seq(void **state)
+{
+	struct llc_core *c = default_core();
+	struct llc_verdict v = sweep(c, FILE_A, 0, 4);
+
+	assert_int_equal(v.cls, LLMCACHE_CLASS_HOT); /* 4 blocks: still within hot_promote_blocks */
+	v = llc_access(c, FILE_A, 4, 0);
+	assert_int_equal(v.cls, LLMCACHE_CLASS_SEQ);
+	assert_int_equal(v.event, LLC_EV_EXTEND);
+	v = sweep(c, FILE_A, 5, 95);
+	assert_int_equal(v.cls, LLMCACHE_CLASS_SEQ);
+	assert_int_equal(seq_of(c, FILE_A, 0)->end, 99);
+	assert_int_equal(llc_class_count(c, LLMCACHE_CLASS_SEQ), 1);
+	assert_int_equal(llc_class_count(c, LLMCACHE_CLASS_HOT), 0);
+	assert_int_equal(llc_stats(c)[LLMCACHE_STAT_SEQS_CREATED], 1);
+	free(c);
+}
+
+static void core_access__hot_rereference__touch_moves_to_lru_tail(void **state)
+{
+	struct llc_core *c = default_core();
+	uint16_t a = llc_access(c, FILE_A, 10, 0).seq;
+	uint16_t b = llc_access(c, FILE_A, 20, 0).seq;
+	struct llc_verdict v;
+
+	assert_int_equal(llc_first(c, LLMCACHE_CLASS_HOT), a);
+	v = llc_access(c, FILE_A, 10, 0);
+	assert_int_equal(v.event, LLC_EV_HOT_TOUCH);
+	assert_int_equal(v.seq, a);
+	assert_int_equal(llc_first(c, LLMCACHE_CLASS_HOT), b);
+	assert_int_equal(llc_next(c, b), a);
+	free(c);
+}
+
+static void core_access__hot_neighbour_outside_window__stays_separate(void **state)
+{
+	struct llc_core *c = default_core();
+	uint16_t first = llc_access(c, FILE_A, 10, 0).seq;
+	struct llc_verdict v;
+
+	sweep(c, FILE_B, 0, 100); /* 100 unrelated accesses: beyond the adjacency window */
+	v = llc_access(c, FILE_A, 11, 0);
+	assert_int_equal(v.event, LLC_EV_NEW_HOT);
+	assert_int_not_equal(v.seq, first);
+	/* Right after a HOT access, the next block does join. */
+	v = llc_access(c, FILE_A, 12, 0);
+	assert_int_equal(v.event, LLC_EV_EXTEND);
+	free(c);
+}
+
+static void core_access__seq_reread_from_start__becomes_loop(void **state)
+{
+	struct llc_core *c = default_core();
+	struct llc_verdict v;
+	const struct llc_seq *s;
+
+	sweep(c, FILE_A, 0, 100);
+	v = llc_access(c, FILE_A, 0, 0);
+	assert_int_equal(v.event, LLC_EV_TO_LOOP);
+	assert_int_equal(v.cls, LLMCACHE_CLASS_LOOP);
+	s = llc_seq_get(c, v.seq);
+	assert_int_equal(s->start, 0);
+	assert_int_equal(s->end, 99);
+	assert_int_equal(s->period_vt, 100);
+	assert_int_equal(s->iterations, 1);
+	v = sweep(c, FILE_A, 1, 99);
+	assert_int_equal(v.cls, LLMCACHE_CLASS_LOOP);
+	assert_int_equal(v.event, LLC_EV_EXTEND);
+	assert_int_equal(llc_class_count(c, LLMCACHE_CLASS_SEQ), 0);
+	free(c);
+}
+
+static void core_access__loop_restart__new_iteration_with_period(void **state)
+{
+	struct llc_core *c = default_core();
+	struct llc_verdict v;
+	const struct llc_seq *s;
+
+	sweep(c, FILE_A, 0, 50);
+	sweep(c, FILE_A, 0, 50);
+	llc_access(c, FILE_B, 7, 0); /* one unrelated access lengthens the period by one */
+	v = llc_access(c, FILE_A, 0, 123456789);
+	assert_int_equal(v.event, LLC_EV_ITERATION);
+	s = llc_seq_get(c, v.seq);
+	assert_int_equal(s->iterations, 2);
+	assert_int_equal(s->period_vt, 51);
+	assert_true(s->period_ns > 0);
+	assert_int_equal(llc_stats(c)[LLMCACHE_STAT_LOOP_ITERATIONS], 2);
+	free(c);
+}
+
+static void core_access__seq_reread_from_middle__tail_becomes_loop(void **state)
+{
+	struct llc_core *c = default_core();
+	struct llc_verdict v;
+
+	sweep(c, FILE_A, 0, 100); /* config scan + weights in one file */
+	v = llc_access(c, FILE_A, 60, 0);
+	assert_int_equal(v.event, LLC_EV_SPLIT_LOOP);
+	assert_int_equal(v.cls, LLMCACHE_CLASS_LOOP);
+	assert_int_equal(seq_of(c, FILE_A, 0)->end, 59);
+	assert_int_equal(seq_of(c, FILE_A, 0)->cls, LLMCACHE_CLASS_SEQ);
+	/* The old tail is claimed by the loop as it is re-read. */
+	v = sweep(c, FILE_A, 61, 39);
+	assert_int_equal(v.event, LLC_EV_EXTEND);
+	assert_int_equal(seq_of(c, FILE_A, 99)->start, 60);
+	assert_int_equal(seq_of(c, FILE_A, 99)->end, 99);
+	assert_int_equal(seq_of(c, FILE_A, 99)->cls, LLMCACHE_CLASS_LOOP);
+	/* The next pass restarts at the loop's first block, not the file's. */
+	v = llc_access(c, FILE_A, 60, 0);
+	assert_int_equal(v.event, LLC_EV_ITERATION);
+	assert_int_equal(llc_seq_get(c, v.seq)->period_vt, 40);
+	free(c);
+}
+
+static void core_access__back_to_back_loops__both_iterate(void **state)
+{
+	struct llc_core *c = default_core();
+	uint16_t first, second;
+
+	sweep(c, FILE_A, 0, 100);
+	llc_access(c, FILE_A, 50, 0); /* the second half is re-read alone: a loop of its own */
+	sweep(c, FILE_A, 51, 49);
+	first = llc_access(c, FILE_A, 0, 0).seq; /* now both halves are read every token */
+	sweep(c, FILE_A, 1, 49);
+	second = llc_access(c, FILE_A, 50, 0).seq;
+	assert_int_not_equal(first, second);
+	assert_int_equal(llc_seq_get(c, second)->start, 50);
+	assert_int_equal(llc_seq_get(c, first)->end, 49);
+	assert_int_equal(llc_class_count(c, LLMCACHE_CLASS_LOOP), 2);
+	free(c);
+}
+
+static void core_access__loop_forward_jump__skip_keeps_loop(void **state)
+{
+	struct llc_core *c = default_core();
+	struct llc_verdict v;
+
+	sweep(c, FILE_A, 0, 100);
+	sweep(c, FILE_A, 0, 10);
+	v = llc_access(c, FILE_A, 50, 0); /* the engine skips tensors 10..49 this token */
+	assert_int_equal(v.event, LLC_EV_SKIP);
+	v = llc_access(c, FILE_A, 51, 0);
+	assert_int_equal(v.event, LLC_EV_EXTEND);
+	assert_int_equal(llc_seq_get(c, v.seq)->iterations, 1);
+	free(c);
+}
+
+static void core_access__loop_noise_behind_cursor__changes_nothing(void **state)
+{
+	struct llc_core *c = default_core();
+	struct llc_verdict v;
+	uint16_t loop;
+
+	sweep(c, FILE_A, 0, 100);
+	loop = sweep(c, FILE_A, 0, 40).seq;
+	v = llc_access(c, FILE_A, 7, 0); /* a header re-read in the middle of the sweep */
+	assert_int_equal(v.event, LLC_EV_NOISE);
+	assert_int_equal(llc_seq_get(c, loop)->cursor, 39);
+	v = llc_access(c, FILE_A, 40, 0); /* the sweep goes on undisturbed */
+	assert_int_equal(v.event, LLC_EV_EXTEND);
+	assert_int_equal(v.seq, loop);
+	assert_int_equal(llc_seq_get(c, loop)->iterations, 1);
+	free(c);
+}
+
+static void core_access__interleaved_streams__each_run_extends(void **state)
+{
+	struct llc_core *c = default_core();
+	uint16_t a, b;
+
+	/* Two threads sweeping two halves of one file, interleaved access by access. */
+	for (uint64_t i = 0; i < 50; i++) {
+		llc_access(c, FILE_A, i, 0);
+		llc_access(c, FILE_A, 1000 + i, 0);
+	}
+	a = llc_lookup(c, FILE_A, 0);
+	b = llc_lookup(c, FILE_A, 1000);
+	assert_int_not_equal(a, b);
+	assert_int_equal(llc_seq_get(c, a)->end, 49);
+	assert_int_equal(llc_seq_get(c, b)->end, 1049);
+	assert_int_equal(llc_class_count(c, LLMCACHE_CLASS_SEQ), 2);
+	free(c);
+}
+
+static void core_access__run_into_next_sequence__takes_its_blocks(void **state)
+{
+	struct llc_core *c = default_core();
+	uint16_t later, run;
+
+	later = sweep(c, FILE_A, 10, 2).seq; /* a short HOT run at 10..11 */
+	sweep(c, FILE_B, 0, 100);
+	run = sweep(c, FILE_A, 0, 11).seq; /* a scan from 0 reaches 10: block 10 changes hands */
+	assert_int_equal(llc_lookup(c, FILE_A, 10), run);
+	assert_int_equal(llc_seq_get(c, later)->start, 11);
+	sweep(c, FILE_A, 11, 1); /* and 11: the short run is empty and freed */
+	assert_null(llc_seq_get(c, later));
+	assert_int_equal(llc_seq_get(c, run)->end, 11);
+	free(c);
+}
+
+static void core_access__writes_loop__classified_like_reads(void **state)
+{
+	struct llc_core *c = default_core();
+
+	/* The core sees blocks, not operations: a write loop is a loop (the paper's Text Embedder). */
+	sweep(c, FILE_A, 1500, 500);
+	assert_int_equal(llc_access(c, FILE_A, 1500, 0).event, LLC_EV_TO_LOOP);
+	free(c);
+}
+
+static void core_table_full__least_recent_sequence__recycled(void **state)
+{
+	struct llc_core *c = make_core(4, 64, 4);
+	struct llc_verdict v;
+
+	for (uint64_t i = 0; i < 4; i++)
+		llc_access(c, FILE_A, i * 100, 0);
+	llc_access(c, FILE_A, 0, 0); /* block 0's sequence is now the most recent */
+	v = llc_access(c, FILE_A, 500, 0);
+	assert_int_equal(v.event, LLC_EV_NEW_HOT);
+	assert_int_equal(llc_stats(c)[LLMCACHE_STAT_SEQS_RECYCLED], 1);
+	assert_int_equal(llc_lookup(c, FILE_A, 100), LLC_SEQ_NONE); /* the least recent one went */
+	assert_int_not_equal(llc_lookup(c, FILE_A, 0), LLC_SEQ_NONE);
+	/* Block 100 was seen: coming back, it counts as a re-reference. */
+	v = llc_access(c, FILE_A, 100, 0);
+	assert_int_equal(v.event, LLC_EV_SEEN_AGAIN);
+	assert_int_equal(v.cls, LLMCACHE_CLASS_LOOP);
+	free(c);
+}
+
+static void core_index_full__least_recent_chunk__forgotten(void **state)
+{
+	struct llc_core *c = make_core(64, 2, 4);
+
+	llc_access(c, FILE_A, 0, 0);                       /* chunk 0 */
+	llc_access(c, FILE_A, LLC_CHUNK_BLOCKS, 0);        /* chunk 1 */
+	llc_access(c, FILE_A, 0, 0);                       /* chunk 0 is now more recent */
+	llc_access(c, FILE_A, 5 * LLC_CHUNK_BLOCKS, 0);    /* a third chunk: chunk 1 is recycled */
+	assert_int_equal(llc_stats(c)[LLMCACHE_STAT_CHUNKS_RECYCLED], 1);
+	assert_int_equal(llc_lookup(c, FILE_A, LLC_CHUNK_BLOCKS), LLC_SEQ_NONE);
+	assert_int_not_equal(llc_lookup(c, FILE_A, 0), LLC_SEQ_NONE);
+	assert_int_not_equal(llc_lookup(c, FILE_A, 5 * LLC_CHUNK_BLOCKS), LLC_SEQ_NONE);
+	/* A forgotten block is never-seen again: HOT, not a re-reference. */
+	assert_int_equal(llc_access(c, FILE_A, LLC_CHUNK_BLOCKS, 0).event, LLC_EV_NEW_HOT);
+	free(c);
+}
+
+static void core_index__many_chunks_recycled__lookups_stay_correct(void **state)
+{
+	struct llc_core *c = make_core(1024, 8, 4);
+
+	/* Churn the hash table through many insertions and backward-shift deletions. */
+	for (uint64_t i = 0; i < 2000; i++)
+		llc_access(c, (i * 7) % 5, (i * 13 % 97) * LLC_CHUNK_BLOCKS, 0);
+	for (uint64_t i = 1992; i < 2000; i++) { /* the last 8 chunks touched */
+		uint64_t file = (i * 7) % 5, block = (i * 13 % 97) * LLC_CHUNK_BLOCKS;
+
+		assert_int_not_equal(llc_lookup(c, file, block), LLC_SEQ_NONE);
+	}
+	free(c);
+}
+
+static void core_evict_order__seq_oldest_first_loop_longest_period_first(void **state)
+{
+	struct llc_core *c = default_core();
+	uint16_t scan1, scan2, short_loop, long_loop;
+
+	scan1 = sweep(c, FILE_A, 0, 10).seq;
+	scan2 = sweep(c, FILE_A, 100, 10).seq;
+	assert_int_equal(llc_first(c, LLMCACHE_CLASS_SEQ), scan1);
+	assert_int_equal(llc_next(c, scan1), scan2);
+
+	long_loop = sweep(c, FILE_B, 0, 200).seq;
+	short_loop = sweep(c, FILE_B, 1000, 20).seq;
+	sweep(c, FILE_B, 1000, 20); /* period 20 */
+	sweep(c, FILE_B, 0, 200);   /* period 240 */
+	assert_int_equal(llc_first(c, LLMCACHE_CLASS_LOOP), long_loop);
+	assert_int_equal(llc_next(c, long_loop), short_loop);
+}
+
+static void core_evict_class__by_residency_and_reserve(void **state)
+{
+	uint64_t r[LLMCACHE_NR_CLASSES] = { 0 };
+
+	r[LLMCACHE_CLASS_SEQ] = 1;
+	r[LLMCACHE_CLASS_HOT] = 100;
+	r[LLMCACHE_CLASS_LOOP] = 100;
+	assert_int_equal(llc_evict_class(r, 10), LLMCACHE_CLASS_SEQ);
+	r[LLMCACHE_CLASS_SEQ] = 0;
+	assert_int_equal(llc_evict_class(r, 10), LLMCACHE_CLASS_HOT);  /* HOT over its reserve */
+	assert_int_equal(llc_evict_class(r, 100), LLMCACHE_CLASS_LOOP); /* HOT within its reserve */
+	r[LLMCACHE_CLASS_LOOP] = 0;
+	assert_int_equal(llc_evict_class(r, 100), LLMCACHE_CLASS_HOT);  /* nothing else left */
+}
+
+static void core_pin_plan__shorter_period_loops_first_from_lowest_block(void **state)
+{
+	struct llc_core *c = default_core();
+	struct llc_pin_range plan[4], smaller[4];
+	uint32_t n;
+
+	sweep(c, FILE_A, 0, 300); /* weights: 300 blocks */
+	sweep(c, FILE_B, 50, 40); /* tokenizer: 40 blocks */
+	sweep(c, FILE_B, 50, 40);
+	sweep(c, FILE_A, 0, 300);
+	sweep(c, FILE_B, 50, 40);
+
+	n = llc_pin_plan(c, 100, plan, 4);
+	assert_int_equal(n, 2);
+	assert_int_equal(plan[0].file, FILE_B);
+	assert_int_equal(plan[0].first, 50);
+	assert_int_equal(plan[0].count, 40);
+	assert_int_equal(plan[1].file, FILE_A);
+	assert_int_equal(plan[1].first, 0);
+	assert_int_equal(plan[1].count, 60);
+
+	/* Shrinking the budget releases the longest-period loop's highest blocks first. */
+	n = llc_pin_plan(c, 50, smaller, 4);
+	assert_int_equal(n, 2);
+	assert_int_equal(smaller[0].count, 40);
+	assert_int_equal(smaller[1].first, 0);
+	assert_int_equal(smaller[1].count, 10);
+	n = llc_pin_plan(c, 30, smaller, 4);
+	assert_int_equal(n, 1);
+	assert_int_equal(smaller[0].file, FILE_B);
+	assert_int_equal(smaller[0].count, 30);
+
+	assert_int_equal(llc_pin_plan(c, 0, smaller, 4), 0);
+	assert_int_equal(llc_pin_plan(c, 1000, smaller, 1), 1); /* never more than max ranges */
+	free(c);
+}
+
+/* 4 KiB blocks per second of a decimal MB/s figure, as llmcachectl converts them. */
+#define MBPS(x) ((uint64_t)(x) * 1000000 / 4096)
+#define MIB_BLOCKS(x) ((uint64_t)(x) * 256)
+#define MS(x) ((uint64_t)(x) * 1000000)
+
+static void sizing__watch_example__about_70MB_loop(void **state)
+{
+	/* 64 MiB cache, 4 MiB hot set, eMMC 100 MB/s, T = 0.1 s. */
+	uint64_t n = llc_size_max_loop(MIB_BLOCKS(64 - 4), MBPS(100), MS(100));
+
+	assert_int_equal(n, 15360 + 2441);
+	assert_in_range(n * 4096, 69000000, 73000000); /* the paper's "~70 MB" */
+	/* The inverse rule gives back (within rounding) the cache the loop needs. */
+	assert_int_equal(llc_size_min_blocks(n, MBPS(100), MS(100)), 15360 - 1);
+	assert_int_equal(llc_stall_ns(n, MIB_BLOCKS(60), MBPS(100), MS(100)), 0);
+}
+
+static void sizing__phone_example__356_to_612MB(void **state)
+{
+	/* 256-512 MiB for loops, UFS 1 GB/s, T = 0.1 s: 256 + 100 and 512 + 100 in the paper's units. */
+	uint64_t lo = llc_size_max_loop(MIB_BLOCKS(256), MBPS(1000), MS(100));
+	uint64_t hi = llc_size_max_loop(MIB_BLOCKS(512), MBPS(1000), MS(100));
+
+	assert_int_equal(lo - MIB_BLOCKS(256), 24414); /* 100 MB of fetch in 0.1 s */
+	assert_int_equal(hi - MIB_BLOCKS(512), 24414);
+	assert_in_range(lo * 4096 / 1048576, 350, 360);
+	assert_in_range(hi * 4096 / 1048576, 606, 616);
+}
+
+static void sizing__min_blocks__floor_and_clamp(void **state)
+{
+	assert_int_equal(llc_size_min_blocks(1000, 1000, MS(100)), 900);
+	assert_int_equal(llc_size_min_blocks(1000, 1001, MS(100)), 899); /* floor(1000 - 100.1) */
+	assert_int_equal(llc_size_min_blocks(50, 1000, MS(100)), 0);
+	assert_int_equal(llc_size_min_blocks(1000, 0, MS(100)), 1000);
+}
+
+static void sizing__stall__deficit_over_bandwidth_minus_t(void **state)
+{
+	assert_int_equal(llc_stall_ns(1000, 0, 1000, MS(100)), MS(900));
+	assert_int_equal(llc_stall_ns(1000, 500, 1000, MS(100)), MS(400));
+	assert_int_equal(llc_stall_ns(1000, 900, 1000, MS(100)), 0);
+	assert_int_equal(llc_stall_ns(1000, 1000, 1000, MS(100)), 0);
+	assert_int_equal(llc_stall_ns(3, 0, 2, 0), 1500000000ULL);
+	assert_int_equal(llc_stall_ns(1000, 0, 0, MS(100)), ~0ULL);
+}
+
+static void core_stats__classified_accesses__counted_per_class(void **state)
+{
+	struct llc_core *c = default_core();
+	const uint64_t *st;
+
+	sweep(c, FILE_A, 0, 10); /* 4 HOT (growing), then 6 SEQ */
+	sweep(c, FILE_A, 0, 10); /* 10 LOOP */
+	llc_access(c, FILE_B, 3, 0);
+	st = llc_stats(c);
+	assert_int_equal(st[LLMCACHE_STAT_ACCESSES], 21);
+	assert_int_equal(st[LLMCACHE_STAT_HOT_BLOCKS], 4 + 1);
+	assert_int_equal(st[LLMCACHE_STAT_SEQ_BLOCKS], 6);
+	assert_int_equal(st[LLMCACHE_STAT_LOOP_BLOCKS], 10);
+	free(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(core_init__bad_config__rejected),
+		cmocka_unit_test(core_access__first_touch__new_hot),
+		cmocka_unit_test(core_access__sequential_run__hot_then_seq),
+		cmocka_unit_test(core_access__hot_rereference__touch_moves_to_lru_tail),
+		cmocka_unit_test(core_access__hot_neighbour_outside_window__stays_separate),
+		cmocka_unit_test(core_access__seq_reread_from_start__becomes_loop),
+		cmocka_unit_test(core_access__loop_restart__new_iteration_with_period),
+		cmocka_unit_test(core_access__seq_reread_from_middle__tail_becomes_loop),
+		cmocka_unit_test(core_access__back_to_back_loops__both_iterate),
+		cmocka_unit_test(core_access__loop_forward_jump__skip_keeps_loop),
+		cmocka_unit_test(core_access__loop_noise_behind_cursor__changes_nothing),
+		cmocka_unit_test(core_access__interleaved_streams__each_run_extends),
+		cmocka_unit_test(core_access__run_into_next_sequence__takes_its_blocks),
+		cmocka_unit_test(core_access__writes_loop__classified_like_reads),
+		cmocka_unit_test(core_table_full__least_recent_sequence__recycled),
+		cmocka_unit_test(core_index_full__least_recent_chunk__forgotten),
+		cmocka_unit_test(core_index__many_chunks_recycled__lookups_stay_correct),
+		cmocka_unit_test(core_evict_order__seq_oldest_first_loop_longest_period_first),
+		cmocka_unit_test(core_evict_class__by_residency_and_reserve),
+		cmocka_unit_test(core_pin_plan__shorter_period_loops_first_from_lowest_block),
+		cmocka_unit_test(sizing__watch_example__about_70MB_loop),
+		cmocka_unit_test(sizing__phone_example__356_to_612MB),
+		cmocka_unit_test(sizing__min_blocks__floor_and_clamp),
+		cmocka_unit_test(sizing__stall__deficit_over_bandwidth_minus_t),
+		cmocka_unit_test(core_stats__classified_accesses__counted_per_class),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: MIT
+// The llm simulator policy: the core's classification driving a cache, against hand-computed results.
+#include "cmocka_cpp.hpp"
+
+#include <vector>
+
+#include "include/uapi/llmcache.h"
+#include "libllmcache/sim/policies.hpp"
+
+using namespace llmcache::sim;
+
+namespace {
+
+struct Run {
+	std::unique_ptr<Policy> policy;
+	uint64_t hits = 0, t = 0;
+
+	Run(uint64_t capacity, double hot_reserve = 0.05)
+	{
+		PolicyOptions opt;
+		opt.hot_reserve = hot_reserve;
+		policy = make_llm_policy(capacity, opt);
+	}
+	bool touch(uint32_t file, uint64_t block)
+	{
+		Request r{request_key(file, block), t += 1000, file, 1, LLMCACHE_OP_READ};
+		bool hit = policy->access(r);
+		hits += hit;
+		return hit;
+	}
+	uint64_t sweep(uint32_t file, uint64_t first, uint64_t n)
+	{
+		uint64_t before = hits;
+		for (uint64_t b = first; b < first + n; b++)
+			touch(file, b);
+		return hits - before;
+	}
+};
+
+void llm_access__loop_larger_than_cache__hits_cache_size_per_iteration(void **)
+{
+	Run run(40);
+	assert_int_equal(run.sweep(0, 0, 100), 0);
+	for (int i = 0; i < 9; i++)
+		assert_int_equal(run.sweep(0, 0, 100), 40);
+}
+
+void llm_access__scan_then_loop__scan_evicted_loop_kept(void **)
+{
+	Run run(60);
+	run.sweep(1, 0, 200); // configuration scan fills the cache
+	assert_int_equal(run.sweep(0, 0, 50), 0);
+	for (int i = 0; i < 9; i++)
+		assert_int_equal(run.sweep(0, 0, 50), 50);
+	const auto *cs = run.policy->class_stats();
+	assert_non_null(cs);
+	assert_int_equal(cs->hits[LLMCACHE_CLASS_LOOP], 9 * 50);
+	assert_int_equal(cs->hits[LLMCACHE_CLASS_SEQ], 0);
+}
+
+void llm_access__hot_set_between_loop_iterations__protected_within_reserve(void **)
+{
+	Run run(100, 0.1); // 10 blocks of HOT reserve
+	uint64_t hot_hits = 0;
+	for (int i = 0; i < 20; i++) {
+		for (uint64_t h : {3, 17, 40, 71}) // tokenizer lookups, far apart: four HOT sequences
+			hot_hits += run.touch(2, h);
+		run.sweep(0, 0, 500); // weights, five times the cache
+	}
+	assert_int_equal(hot_hits, 19 * 4);
+	const auto *cs = run.policy->class_stats();
+	assert_int_equal(cs->accesses[LLMCACHE_CLASS_HOT], 20 * 4 + 4); // + the weights' first blocks
+	assert_true(cs->hits[LLMCACHE_CLASS_LOOP] >= 18 * (100 - 4 - 1));
+}
+
+void llm_access__two_loops__shorter_period_pinned_first(void **)
+{
+	Run run(120);
+	// A 100-block loop read once per token and a 50-block loop read twice per token.
+	for (int i = 0; i < 10; i++) {
+		run.sweep(1, 0, 50);
+		run.sweep(0, 0, 100);
+		run.sweep(1, 0, 50);
+	}
+	uint64_t short_hits = run.sweep(1, 0, 50), long_hits = run.sweep(0, 0, 100);
+	assert_int_equal(short_hits, 50);
+	assert_int_equal(long_hits, 120 - 50);
+}
+
+void llm_access__capacity_one__works(void **)
+{
+	Run run(1);
+	run.sweep(0, 0, 10);
+	run.sweep(0, 0, 10); // the loop is recognised at its restart and its lowest block pinned
+	assert_int_equal(run.sweep(0, 0, 10), 1);
+	assert_int_equal(run.sweep(0, 0, 10), 1);
+}
+
+void llm_make__capacity_zero__rejected(void **)
+{
+	bool threw = false;
+	try {
+		make_llm_policy(0, {});
+	} catch (const std::invalid_argument &) {
+		threw = true;
+	}
+	assert_true(threw);
+}
+
+} // namespace
+
+int main()
+{
+	const CMUnitTest tests[] = {
+		cmocka_unit_test(llm_access__loop_larger_than_cache__hits_cache_size_per_iteration),
+		cmocka_unit_test(llm_access__scan_then_loop__scan_evicted_loop_kept),
+		cmocka_unit_test(llm_access__hot_set_between_loop_iterations__protected_within_reserve),
+		cmocka_unit_test(llm_access__two_loops__shorter_period_pinned_first),
+		cmocka_unit_test(llm_access__capacity_one__works),
+		cmocka_unit_test(llm_make__capacity_zero__rejected),
+	};
+	return cmocka_run_group_tests(tests, nullptr, nullptr);
+}
