@@ -34,14 +34,14 @@ double mib(uint64_t blocks) { return double(blocks) * LLMCACHE_BLOCK_SIZE / (102
 
 double percent(uint64_t part, uint64_t whole) { return whole ? 100.0 * double(part) / double(whole) : 0.0; }
 
-// Seconds with a unit that keeps three decimals meaningful.
-std::string format_seconds(double s)
+// The unit, and its scale from seconds, that suits values up to `max` seconds.
+std::pair<double, const char *> time_unit(double max)
 {
-	if (s >= 1.0)
-		return fmt("%.3f s", s);
-	if (s >= 1e-3)
-		return fmt("%.3f ms", s * 1e3);
-	return fmt("%.3f us", s * 1e6);
+	if (max >= 1.0)
+		return {1.0, "s"};
+	if (max >= 1e-3)
+		return {1e3, "ms"};
+	return {1e6, "us"};
 }
 
 // Columns aligned to their widest cell: the first left-aligned, the others right-aligned.
@@ -350,20 +350,27 @@ void write_tables(std::ostream &os, const Report &r)
 	if (r.bandwidths.empty())
 		return;
 	const size_t lp = policy_index(r, r.latency_policy);
+	std::vector<std::vector<double>> secs(r.sizes.size());
+	double max = 0;
+	for (size_t s = 0; s < r.sizes.size(); s++)
+		for (uint64_t bw : r.bandwidths) {
+			secs[s].push_back(fetch_latency(r.at(lp, s).hits, r.at(lp, s).misses, double(bw), r.model).total_s());
+			max = std::max(max, secs[s].back());
+		}
+	const auto [scale, unit] = time_unit(max);
 	rows = {{"cache", "blocks", "MiB", "misses"}};
 	for (uint64_t bw : r.bandwidths)
 		rows[0].push_back(format_bandwidth(bw));
 	for (size_t s = 0; s < r.sizes.size(); s++) {
-		const RunResult &res = r.at(lp, s);
 		rows.push_back(size_cells(r, s));
-		rows.back().push_back(std::to_string(res.misses));
-		for (uint64_t bw : r.bandwidths)
-			rows.back().push_back(format_seconds(fetch_latency(res.hits, res.misses, double(bw), r.model).total_s()));
+		rows.back().push_back(std::to_string(r.at(lp, s).misses));
+		for (double v : secs[s])
+			rows.back().push_back(fmt("%.3f", v * scale));
 	}
 	os << '\n'
-	   << fmt("%s total data-fetch latency by storage bandwidth (per miss %g us + %llu B/BW; per access %llu x "
+	   << fmt("%s total data-fetch latency (%s) by storage bandwidth (per miss %g us + %llu B/BW; per access %llu x "
 		  "(%g us + %llu B / %s)):\n",
-		  r.latency_policy.c_str(), r.model.io_setup_s * 1e6, (unsigned long long)r.model.page_bytes,
+		  r.latency_policy.c_str(), unit, r.model.io_setup_s * 1e6, (unsigned long long)r.model.page_bytes,
 		  (unsigned long long)(r.model.page_bytes / std::max<uint64_t>(1, r.model.request_bytes)),
 		  r.model.transfer_setup_s * 1e6, (unsigned long long)r.model.request_bytes,
 		  format_bandwidth(uint64_t(r.model.transfer_bytes_per_s)).c_str());
@@ -469,8 +476,7 @@ void write_latency_svg(std::ostream &os, const Report &r)
 	for (size_t s : order)
 		for (uint64_t bw : r.bandwidths)
 			max = std::max(max, fetch_latency(r.at(lp, s).hits, r.at(lp, s).misses, double(bw), r.model).total_s());
-	const double scale = max >= 1 ? 1 : max >= 1e-3 ? 1e3 : 1e6;
-	const char *unit = max >= 1 ? "s" : max >= 1e-3 ? "ms" : "us";
+	const auto [scale, unit] = time_unit(max);
 	std::vector<Series> series;
 	for (uint64_t bw : r.bandwidths) {
 		series.push_back({format_bandwidth(bw), {}});
