@@ -57,6 +57,7 @@ struct llc_core {
 	struct llc_list seq_lru;
 	uint16_t free_seq;
 	uint32_t chunks_used;
+	uint32_t last_chunk; /* the chunk of the previous access: consecutive accesses mostly share it */
 	uint32_t chunk_lru_head, chunk_lru_tail;
 	uint32_t hash_mask;
 	struct llc_seq *seqs;     /* [max_seqs + 1], id 0 unused */
@@ -154,6 +155,17 @@ static uint32_t *chunk_slot(const struct llc_core *c, uint64_t file, uint64_t ba
 	}
 }
 
+/* The id of the chunk holding (file, block), or LLC_NONE. */
+static uint32_t chunk_find(const struct llc_core *c, uint64_t file, uint64_t block)
+{
+	const struct llc_chunk *last = &c->chunks[c->last_chunk];
+	uint64_t base = block / LLC_CHUNK_BLOCKS;
+
+	if (c->last_chunk != LLC_NONE && last->file == file && last->base == base)
+		return c->last_chunk;
+	return *chunk_slot(c, file, base);
+}
+
 static void chunk_unhash(struct llc_core *c, uint32_t id)
 {
 	uint32_t *slot = chunk_slot(c, c->chunks[id].file, c->chunks[id].base);
@@ -199,22 +211,22 @@ static void chunk_lru_append(struct llc_core *c, uint32_t id)
 	c->chunk_lru_tail = id;
 }
 
-/* The chunk holding (file, block), created (recycling the least recently used one) if asked to. */
-static struct llc_chunk *chunk_get(struct llc_core *c, uint64_t file, uint64_t block, bool create)
+/* The chunk holding (file, block), created (recycling the least recently used one) if missing. */
+static struct llc_chunk *chunk_get(struct llc_core *c, uint64_t file, uint64_t block)
 {
 	uint64_t base = block / LLC_CHUNK_BLOCKS;
-	uint32_t *slot = chunk_slot(c, file, base);
-	uint32_t id = *slot;
+	uint32_t id = chunk_find(c, file, block);
+	uint32_t *slot;
 
 	if (id != LLC_NONE) {
 		if (c->chunk_lru_tail != id) {
 			chunk_lru_unlink(c, id);
 			chunk_lru_append(c, id);
 		}
+		c->last_chunk = id;
 		return &c->chunks[id];
 	}
-	if (!create)
-		return NULL;
+	slot = chunk_slot(c, file, base);
 	if (c->chunks_used < c->cfg.max_chunks) {
 		id = ++c->chunks_used;
 	} else {
@@ -229,6 +241,7 @@ static struct llc_chunk *chunk_get(struct llc_core *c, uint64_t file, uint64_t b
 	c->chunks[id].file = file;
 	c->chunks[id].base = base;
 	chunk_lru_append(c, id);
+	c->last_chunk = id;
 	return &c->chunks[id];
 }
 
@@ -241,7 +254,7 @@ static bool seq_covers(const struct llc_core *c, uint16_t id, uint64_t file, uin
 
 uint16_t llc_lookup(const struct llc_core *c, uint64_t file, uint64_t block)
 {
-	uint32_t id = *chunk_slot(c, file, block / LLC_CHUNK_BLOCKS);
+	uint32_t id = chunk_find(c, file, block);
 	uint16_t seq;
 
 	if (id == LLC_NONE)
@@ -518,7 +531,7 @@ struct llc_verdict llc_access(struct llc_core *c, uint64_t file, uint64_t block,
 	c->vtime++;
 	c->stats[LLMCACHE_STAT_ACCESSES]++;
 	prev = block ? llc_lookup(c, file, block - 1) : LLC_NONE;
-	ch = chunk_get(c, file, block, true);
+	ch = chunk_get(c, file, block);
 	entry = ch->seq[block % LLC_CHUNK_BLOCKS];
 	cur = seq_covers(c, entry, file, block) ? entry : LLC_NONE;
 	if (joins(c, prev, cur, block)) {

@@ -44,7 +44,6 @@ struct llc_seq {
 	uint16_t list_prev, list_next; /* the class list: SEQ by age, HOT by recency, LOOP by period */
 	uint8_t cls;            /* enum llmcache_class */
 	uint8_t live;
-	uint8_t pad[6];
 };
 
 /* What one block access did, for the caller's cache and statistics. */

@@ -60,6 +60,8 @@ public:
 	virtual std::vector<std::string> notes() const { return {}; }
 	// What produced the trace, when the format says.
 	virtual std::string producer() const { return {}; }
+	// LLMCACHE_TRACE_F_* that apply to the trace (e.g. MMAP_UNSEEN). Complete once next() has returned false.
+	virtual uint32_t flags() const { return 0; }
 };
 
 class Writer {
@@ -68,6 +70,8 @@ public:
 	virtual void write(const llmcache_access &a) = 0;
 	// Name a file; formats without names ignore it.
 	virtual void name(uint32_t dev, uint64_t inode, std::string_view path) = 0;
+	// Set LLMCACHE_TRACE_F_* (any time before close()); formats without flags ignore them.
+	virtual void set_flags(uint32_t flags) {}
 	// Flush and close; throws std::system_error on I/O failure. Called by the destructor if not before.
 	virtual void close() = 0;
 };

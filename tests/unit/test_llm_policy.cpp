@@ -6,6 +6,7 @@
 
 #include "include/uapi/llmcache.h"
 #include "libllmcache/sim/policies.hpp"
+#include "libllmcache/sim/policy.hpp"
 
 using namespace llmcache::sim;
 
@@ -87,6 +88,29 @@ void llm_access__two_loops__shorter_period_pinned_first(void **)
 	assert_int_equal(long_hits, 120 - 50);
 }
 
+void sweep_policies__pure_loop_larger_than_cache__lru_none_llm_c_belady_within_one(void **)
+{
+	const uint64_t n = 1000, c = 300, iterations = 8;
+	std::vector<Request> reqs;
+	for (uint64_t i = 0; i < iterations; i++)
+		for (uint64_t b = 0; b < n; b++)
+			reqs.push_back(Request{request_key(0, b), reqs.size() * 1000, 0, 1, LLMCACHE_OP_READ});
+	auto per_iteration = [&](const char *name) {
+		auto p = make_policy(name, c);
+		p->prepare(reqs);
+		std::vector<uint64_t> hits(iterations);
+		for (size_t i = 0; i < reqs.size(); i++)
+			hits[i / n] += p->access(reqs[i]);
+		return hits;
+	};
+	auto lru = per_iteration("lru"), llm = per_iteration("llm"), belady = per_iteration("belady");
+	for (uint64_t i = 1; i < iterations; i++) {
+		assert_int_equal(lru[i], 0);
+		assert_int_equal(llm[i], c);
+		assert_in_range(belady[i], c - 1, c + 1);
+	}
+}
+
 void llm_access__capacity_one__works(void **)
 {
 	Run run(1);
@@ -116,6 +140,7 @@ int main()
 		cmocka_unit_test(llm_access__scan_then_loop__scan_evicted_loop_kept),
 		cmocka_unit_test(llm_access__hot_set_between_loop_iterations__protected_within_reserve),
 		cmocka_unit_test(llm_access__two_loops__shorter_period_pinned_first),
+		cmocka_unit_test(sweep_policies__pure_loop_larger_than_cache__lru_none_llm_c_belady_within_one),
 		cmocka_unit_test(llm_access__capacity_one__works),
 		cmocka_unit_test(llm_make__capacity_zero__rejected),
 	};

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: MIT
+// S3-FIFO (Yang et al., "FIFO queues are all you need for cache eviction", SOSP 2023). Three FIFOs: a
+// small queue S that filters one-hit wonders, a main queue M, and a ghost queue G of keys evicted from
+// S. New blocks enter S, or M when their key is in G. Each block keeps a 2-bit hit counter (capped at 3).
+// Evicting from S moves the tail block to M if it was hit while in S, else drops it to G; evicting from
+// M reinserts the tail block at the head with its counter decremented while the counter is non-zero
+// (a 2-bit CLOCK). S is evicted from while it holds at least its 10% share, M otherwise.
+// Parameters: S = 10% of the cache (at least 1 block), M = the rest, G holds as many keys as M (at least
+// 1). The move to M needs at least one hit in S (the reference implementation's threshold). O(1)
+// amortised per access.
+#include "sim/flat_map.hpp"
+#include "sim/lru_list.hpp"
+#include "sim/policies.hpp"
+
+#include <algorithm>
+
+namespace llmcache::sim {
+
+namespace {
+
+class S3Fifo final : public Policy {
+public:
+	explicit S3Fifo(uint64_t capacity)
+		: Policy(checked_capacity(capacity, "s3fifo")), small_(std::max<uint64_t>(1, capacity / 10)),
+		  ghost_(std::max<uint64_t>(1, capacity - small_)), map_(initial_slots(capacity + ghost_))
+	{
+	}
+
+	bool access(const Request &r) override
+	{
+		const uint32_t *np = map_.find(r.key);
+		if (np && where_[*np] != G) {
+			freq_[*np] = uint8_t(std::min(freq_[*np] + 1, 3));
+			return true;
+		}
+		uint32_t n = np ? *np : nil;
+		if (n != nil)
+			links_.remove(l_[G], n); // before evicting, which may trim G
+		while (l_[S].size + l_[M].size >= capacity_)
+			l_[S].size >= small_ ? evict_small() : evict_main();
+		if (n == nil)
+			n = alloc(r.key);
+		where_[n] = np ? M : S;
+		freq_[n] = 0;
+		links_.push_front(l_[where_[n]], n);
+		return false;
+	}
+
+	std::string_view name() const override { return "s3fifo"; }
+
+private:
+	enum : uint8_t { S, M, G };
+
+	void evict_small()
+	{
+		while (!l_[S].empty()) {
+			uint32_t t = links_.pop_back(l_[S]);
+			if (freq_[t] > 0) {
+				freq_[t] = 0;
+				where_[t] = M;
+				links_.push_front(l_[M], t);
+				continue;
+			}
+			where_[t] = G;
+			links_.push_front(l_[G], t);
+			if (l_[G].size > ghost_)
+				drop(links_.pop_back(l_[G]));
+			return;
+		}
+	}
+
+	void evict_main()
+	{
+		while (!l_[M].empty()) {
+			uint32_t t = links_.pop_back(l_[M]);
+			if (freq_[t] == 0) {
+				drop(t);
+				return;
+			}
+			freq_[t]--;
+			links_.push_front(l_[M], t);
+		}
+	}
+
+	uint32_t alloc(uint64_t key)
+	{
+		uint32_t n;
+		if (!free_.empty()) {
+			n = free_.back();
+			free_.pop_back();
+			links_.set_key(n, key);
+		} else {
+			n = links_.add(key);
+			where_.push_back(S);
+			freq_.push_back(0);
+		}
+		map_.put(key, n);
+		return n;
+	}
+
+	void drop(uint32_t n)
+	{
+		map_.erase(links_.key(n));
+		free_.push_back(n);
+	}
+
+	uint64_t small_, ghost_;
+	FlatMap<uint32_t> map_;
+	Links links_;
+	List l_[3];
+	std::vector<uint8_t> where_, freq_;
+	std::vector<uint32_t> free_;
+};
+
+} // namespace
+
+std::unique_ptr<Policy> make_s3fifo_policy(uint64_t capacity, const PolicyOptions &) { return std::make_unique<S3Fifo>(capacity); }
+
+} // namespace llmcache::sim

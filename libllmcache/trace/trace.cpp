@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: MIT
+// What all trace formats share: format names, format detection, opening readers and writers, errors.
+#include <algorithm>
+#include <cctype>
+#include <stdexcept>
+
+#include "io_internal.hpp"
+
+namespace llmcache::trace {
+
+using namespace detail;
+
+TraceError::TraceError(const std::string &path, std::string_view where_kind, uint64_t where, const std::string &what)
+	: std::runtime_error(path + ":" + std::string(where_kind) + " " + std::to_string(where) + ": " + what),
+	  path_(path), where_(where)
+{
+}
+
+Format parse_format(std::string_view name)
+{
+	if (name == "native")
+		return Format::native;
+	if (name == "strace")
+		return Format::strace;
+	if (name == "oracleGeneral" || name == "oracle")
+		return Format::oracle_general;
+	if (name == "csv")
+		return Format::csv;
+	throw std::invalid_argument("unknown trace format '" + std::string(name) +
+				    "': expected native, strace, oracleGeneral (or oracle) or csv");
+}
+
+std::string_view format_name(Format f)
+{
+	switch (f) {
+	case Format::native:
+		return "native";
+	case Format::strace:
+		return "strace";
+	case Format::oracle_general:
+		return "oracleGeneral";
+	case Format::csv:
+		return "csv";
+	}
+	return "unknown";
+}
+
+uint64_t path_inode(std::string_view path)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	for (unsigned char c : path) {
+		h ^= c;
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+namespace detail {
+
+std::string_view op_name(uint8_t op)
+{
+	switch (op) {
+	case LLMCACHE_OP_READ:
+		return "read";
+	case LLMCACHE_OP_WRITE:
+		return "write";
+	case LLMCACHE_OP_MMAP_FAULT:
+		return "mmap_fault";
+	case LLMCACHE_OP_PATH:
+		return "path";
+	}
+	return "unknown";
+}
+
+void check_writable(const llmcache_access &a)
+{
+	if (a.op >= LLMCACHE_OP_PATH)
+		throw std::invalid_argument("cannot write a record with op " + std::to_string(a.op) +
+					    ": accesses are read, write or mmap_fault; name files with name()");
+	if (a.nr_blocks == 0)
+		throw std::invalid_argument("cannot write an access of 0 blocks");
+}
+
+static bool ends_with(std::string_view s, std::string_view suffix)
+{
+	return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// Whether a line has the shape of strace output: [pid] [timestamp] name(...  or  <... name resumed>.
+static bool strace_shaped(std::string_view l)
+{
+	size_t i = 0;
+	auto skip_spaces = [&] {
+		while (i < l.size() && l[i] == ' ')
+			i++;
+	};
+	auto digits = [&] {
+		size_t s = i;
+		while (i < l.size() && l[i] >= '0' && l[i] <= '9')
+			i++;
+		return i > s;
+	};
+	skip_spaces();
+	if (l.substr(i, 5) == "[pid ") {
+		i += 5;
+		skip_spaces();
+		if (!digits() || i >= l.size() || l[i] != ']')
+			return false;
+		i++;
+	} else {
+		size_t s = i;
+		if (digits() && i < l.size() && l[i] != ' ')
+			i = s; // a timestamp, not a pid
+	}
+	skip_spaces();
+	size_t s = i;
+	if (digits() && i < l.size() && (l[i] == ':' || l[i] == '.')) {
+		while (i < l.size() && ((l[i] >= '0' && l[i] <= '9') || l[i] == ':' || l[i] == '.'))
+			i++;
+		skip_spaces();
+	} else {
+		i = s;
+	}
+	std::string_view rest = l.substr(i);
+	if (rest.starts_with("<... ") || rest.starts_with("+++ ") || rest.starts_with("--- "))
+		return true;
+	size_t n = 0;
+	while (n < rest.size() && (std::isalnum(static_cast<unsigned char>(rest[n])) || rest[n] == '_'))
+		n++;
+	return n > 0 && n < rest.size() && rest[n] == '(';
+}
+
+Format detect(std::string_view head, const std::string &name, int64_t size, const std::string &display)
+{
+	if (head.starts_with(std::string_view(LLMCACHE_TRACE_MAGIC, 8)))
+		return Format::native;
+	if (ends_with(name, ".oracleGeneral") || ends_with(name, ".oracleGeneral.bin"))
+		return Format::oracle_general;
+	if (head.empty())
+		throw TraceError(display, "byte offset", 0, "the file is empty: cannot tell its trace format");
+	bool text = std::all_of(head.begin(), head.end(), [](char c) {
+		auto u = static_cast<unsigned char>(c);
+		return u >= 0x20 || c == '\n' || c == '\r' || c == '\t';
+	});
+	if (text) {
+		if (head.starts_with("time_ns,pid,dev,inode,first_block,nr_blocks,op"))
+			return Format::csv;
+		// Judge complete lines only (the last one may be cut by the size of head).
+		size_t start = 0;
+		for (int lines = 0; lines < 64; lines++) {
+			size_t nl = head.find('\n', start);
+			if (nl == std::string_view::npos)
+				break;
+			if (strace_shaped(head.substr(start, nl - start)))
+				return Format::strace;
+			start = nl + 1;
+		}
+		if (head.find('\n') == std::string_view::npos && strace_shaped(head))
+			return Format::strace;
+	} else if (size >= 0 && size % 24 == 0) {
+		return Format::oracle_general;
+	}
+	throw TraceError(display, "byte offset", 0,
+			 "cannot tell the trace format: expected the LLMTRACE magic (native), the CSV header "
+			 "'time_ns,pid,dev,inode,first_block,nr_blocks,op,path', strace output, or a binary file of "
+			 "24-byte records named *.oracleGeneral; give the format explicitly");
+}
+
+// Reads the first bytes of an opened input for detection, without consuming them.
+static std::string_view peek(Input &in)
+{
+	in.fill(64 * 1024);
+	return std::string_view(in.data(), std::min<size_t>(in.avail(), 64 * 1024));
+}
+
+} // namespace detail
+
+Format detect_format(const std::string &path)
+{
+	Input in(path);
+	return detect(peek(in), path, in.regular_size(), in.name());
+}
+
+static std::unique_ptr<Reader> make_reader(std::unique_ptr<Input> in, Format f)
+{
+	switch (f) {
+	case Format::native:
+		return make_native_reader(std::move(in));
+	case Format::strace:
+		return make_strace_reader(std::move(in));
+	case Format::oracle_general:
+		return make_oracle_reader(std::move(in));
+	case Format::csv:
+		return make_csv_reader(std::move(in));
+	}
+	throw std::invalid_argument("unknown trace format");
+}
+
+std::unique_ptr<Reader> open_reader(const std::string &path, Format f)
+{
+	return make_reader(std::make_unique<Input>(path), f);
+}
+
+std::unique_ptr<Reader> open_reader(const std::string &path)
+{
+	auto in = std::make_unique<Input>(path);
+	Format f = detect(peek(*in), path, in->regular_size(), in->name());
+	return make_reader(std::move(in), f);
+}
+
+std::unique_ptr<Writer> open_writer(const std::string &path, Format f, std::string_view producer)
+{
+	switch (f) {
+	case Format::native:
+		return make_native_writer(path, producer);
+	case Format::oracle_general:
+		return make_oracle_writer(path);
+	case Format::csv:
+		return make_csv_writer(path);
+	case Format::strace:
+		break;
+	}
+	throw std::invalid_argument("cannot write " + std::string(format_name(f)) +
+				    " traces: strace is read only; write native, oracleGeneral or csv");
+}
+
+} // namespace llmcache::trace

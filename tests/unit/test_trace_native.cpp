@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: MIT
+// Native binary trace: round trips with PATH records and multi-block accesses, header patching, and the
+// errors for a wrong magic, version, record size, op and a truncated record.
+#include "test_trace_util.hpp"
+
+#include <cstddef>
+#include <cstring>
+
+using namespace tt;
+
+static const std::vector<llmcache_access> sample = {
+	rec(1000, 7, 259, 11, 0, 1),
+	rec(2000, 7, 259, 11, 1, 16),
+	rec(3000, 8, 259, 12, 5, 3, LLMCACHE_OP_WRITE),
+	rec(4000, 8, 0, 99, 1ULL << 35, 2, LLMCACHE_OP_MMAP_FAULT),
+};
+
+static std::string write_sample(const char *name)
+{
+	std::string path = scratch(name);
+	auto w = open_writer(path, Format::native, "test_trace_native 1.0");
+	w->name(259, 11, "/models/weights.bin");
+	w->write(sample[0]);
+	w->name(259, 11, "/models/weights.bin"); // already named: no second PATH record
+	w->write(sample[1]);
+	w->name(259, 12, "/models/a path, with \"quotes\" of 21+");
+	w->write(sample[2]);
+	w->write(sample[3]);
+	w->close();
+	return path;
+}
+
+static void native_round_trip__paths_and_multi_block__same_records(void **)
+{
+	std::string path = write_sample("rt.trace");
+	auto r = open_reader(path, Format::native);
+	assert_all_same(sample, read_all(*r));
+	assert_string_equal("test_trace_native 1.0", r->producer().c_str());
+	assert_int_equal(2, r->paths().size());
+	assert_string_equal("/models/weights.bin", r->paths().at({259, 11}).c_str());
+	assert_string_equal("/models/a path, with \"quotes\" of 21+", r->paths().at({259, 12}).c_str());
+	assert_int_equal(0, r->flags());
+	assert_true(r->notes().empty());
+}
+
+static void native_writer__name_twice__one_path_record_padded_to_8(void **)
+{
+	std::string bytes = read_file(write_sample("size.trace"));
+	// header + 4 accesses + PATH(19 bytes -> 24) + PATH(36 bytes -> 40)
+	assert_int_equal(96 + 4 * 40 + (40 + 24) + (40 + 40), bytes.size());
+	llmcache_trace_header h;
+	std::memcpy(&h, bytes.data(), sizeof h);
+	assert_memory_equal("LLMTRACE", h.magic, 8);
+	assert_int_equal(LLMCACHE_TRACE_VERSION, h.version);
+	assert_int_equal(96, h.header_size);
+	assert_int_equal(40, h.record_size);
+	assert_int_equal(1000, h.start_time_ns); // patched at close()
+	llmcache_access p;
+	std::memcpy(&p, bytes.data() + 96, sizeof p);
+	assert_int_equal(LLMCACHE_OP_PATH, p.op);
+	assert_int_equal(19, p.nr_blocks);
+	assert_int_equal(259, p.dev);
+	assert_int_equal(11, p.inode);
+	assert_memory_equal("/models/weights.bin\0\0\0\0\0", bytes.data() + 136, 24);
+}
+
+static void native_writer__set_flags_after_records__header_patched(void **)
+{
+	std::string path = scratch("flags.trace");
+	{
+		auto w = open_writer(path, Format::native, "x");
+		w->write(sample[0]);
+		w->set_flags(LLMCACHE_TRACE_F_MMAP_UNSEEN);
+	} // the destructor closes
+	auto r = open_reader(path);
+	assert_int_equal(1, read_all(*r).size());
+	assert_int_equal(LLMCACHE_TRACE_F_MMAP_UNSEEN, r->flags());
+	assert_int_equal(1, r->notes().size());
+	assert_non_null(strstr(r->notes()[0].c_str(), "mmapped"));
+}
+
+static void native_writer__path_op_record__rejected(void **)
+{
+	auto w = open_writer(scratch("bad.trace"), Format::native, "x");
+	bool threw = false;
+	try {
+		w->write(rec(0, 0, 0, 1, 0, 4, LLMCACHE_OP_PATH));
+	} catch (const std::invalid_argument &) {
+		threw = true;
+	}
+	assert_true(threw);
+}
+
+static std::string sample_bytes()
+{
+	static std::string b = read_file(write_sample("base.trace"));
+	return b;
+}
+
+static void expect_error(const char *name, const std::string &bytes, uint64_t where, std::initializer_list<const char *> parts)
+{
+	std::string path = scratch(name);
+	write_file(path, bytes);
+	expect_trace_error(
+		[&] {
+			auto r = open_reader(path, Format::native);
+			read_all(*r);
+		},
+		where, parts);
+}
+
+static void native_reader__bad_magic__error_at_byte_0(void **)
+{
+	std::string b = sample_bytes();
+	b[0] = 'X';
+	expect_error("magic.trace", b, 0, {"magic.trace:byte offset 0:", "LLMTRACE"});
+}
+
+static void native_reader__wrong_version__error_at_version_field(void **)
+{
+	std::string b = sample_bytes();
+	uint32_t v = 7;
+	std::memcpy(&b[offsetof(llmcache_trace_header, version)], &v, 4);
+	expect_error("version.trace", b, 8, {"version 7", "reads version 1"});
+}
+
+static void native_reader__wrong_record_size__error_at_field(void **)
+{
+	std::string b = sample_bytes();
+	uint32_t v = 48;
+	std::memcpy(&b[offsetof(llmcache_trace_header, record_size)], &v, 4);
+	expect_error("recsize.trace", b, 16, {"record_size 48", "expected 40"});
+}
+
+static void native_reader__wrong_header_size__error_at_field(void **)
+{
+	std::string b = sample_bytes();
+	uint32_t v = 20;
+	std::memcpy(&b[offsetof(llmcache_trace_header, header_size)], &v, 4);
+	expect_error("hdrsize.trace", b, 12, {"header_size 20"});
+}
+
+static void native_reader__truncated_record__error_at_its_byte_offset(void **)
+{
+	std::string b = sample_bytes();
+	b.resize(b.size() - 23); // the last access loses 23 of its 40 bytes
+	std::string path = scratch("cut.trace");
+	write_file(path, b);
+	auto r = open_reader(path, Format::native);
+	llmcache_access a;
+	for (int i = 0; i < 3; i++)
+		assert_true(r->next(a));
+	expect_trace_error([&] { r->next(a); }, b.size() - 17, {"truncated record", "17 bytes into a 40-byte record"});
+}
+
+static void native_reader__truncated_path__error(void **)
+{
+	std::string b = sample_bytes().substr(0, 96 + 40 + 10);
+	expect_error("cutpath.trace", b, 136, {"truncated path record"});
+}
+
+static void native_reader__unknown_op__error_at_record(void **)
+{
+	std::string b = sample_bytes();
+	size_t off = 96 + 40 + 24; // first access after the first PATH record
+	b[off + offsetof(llmcache_access, op)] = 9;
+	expect_error("op.trace", b, off, {"unknown op 9"});
+}
+
+static void native_reader__header_only__no_records(void **)
+{
+	std::string path = scratch("empty.trace");
+	open_writer(path, Format::native, "nothing")->close();
+	auto r = open_reader(path);
+	assert_true(read_all(*r).empty());
+	assert_string_equal("nothing", r->producer().c_str());
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(native_round_trip__paths_and_multi_block__same_records),
+		cmocka_unit_test(native_writer__name_twice__one_path_record_padded_to_8),
+		cmocka_unit_test(native_writer__set_flags_after_records__header_patched),
+		cmocka_unit_test(native_writer__path_op_record__rejected),
+		cmocka_unit_test(native_reader__bad_magic__error_at_byte_0),
+		cmocka_unit_test(native_reader__wrong_version__error_at_version_field),
+		cmocka_unit_test(native_reader__wrong_record_size__error_at_field),
+		cmocka_unit_test(native_reader__wrong_header_size__error_at_field),
+		cmocka_unit_test(native_reader__truncated_record__error_at_its_byte_offset),
+		cmocka_unit_test(native_reader__truncated_path__error),
+		cmocka_unit_test(native_reader__unknown_op__error_at_record),
+		cmocka_unit_test(native_reader__header_only__no_records),
+	};
+	return cmocka_run_group_tests(tests, nullptr, nullptr);
+}

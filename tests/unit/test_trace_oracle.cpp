@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: MIT
+// libCacheSim oracleGeneral: one 24-byte record per block, obj_id = (file_number << 40) | block, and
+// next_access_vtime computed by the writer's backward pass (also across its 1 MiB chunks).
+#include "test_trace_util.hpp"
+
+#include <cstring>
+
+using namespace tt;
+
+#pragma pack(push, 1)
+struct Raw {
+	uint32_t clock_time;
+	uint64_t obj_id;
+	uint32_t obj_size;
+	int64_t next;
+};
+#pragma pack(pop)
+
+static std::vector<Raw> raw_records(const std::string &path)
+{
+	std::string b = read_file(path);
+	assert_int_equal(0, b.size() % 24);
+	std::vector<Raw> v(b.size() / 24);
+	std::memcpy(v.data(), b.data(), b.size());
+	return v;
+}
+
+static void oracle_writer__hand_made_sequence__next_access_vtime(void **)
+{
+	std::string path = scratch("seq.oracleGeneral");
+	{
+		auto w = open_writer(path, Format::oracle_general, "x");
+		w->name(1, 500, "/a"); // ignored
+		w->write(rec(1'000'000'000, 1, 1, 500, 0, 2)); // A0 A1 -> vtime 0, 1
+		w->write(rec(2'500'000'000, 1, 1, 600, 0, 1)); // B0 -> 2
+		w->write(rec(3'000'000'000, 1, 1, 500, 0, 1)); // A0 -> 3
+		w->write(rec(4'000'000'000, 1, 1, 500, 1, 1)); // A1 -> 4
+		w->write(rec(5'000'000'000, 1, 1, 600, 0, 1)); // B0 -> 5
+		w->close();
+	}
+	auto v = raw_records(path);
+	const uint64_t A = 0, B = 1ULL << 40;
+	const uint64_t ids[] = {A, A + 1, B, A, A + 1, B};
+	const int64_t next[] = {3, 4, 5, -1, -1, -1};
+	const uint32_t clock[] = {1, 1, 2, 3, 4, 5};
+	assert_int_equal(6, v.size());
+	for (int i = 0; i < 6; i++) {
+		assert_int_equal(ids[i], v[i].obj_id);
+		assert_int_equal(next[i], v[i].next);
+		assert_int_equal(clock[i], v[i].clock_time);
+		assert_int_equal(4096, v[i].obj_size);
+	}
+	auto r = open_reader(path); // detected by the name
+	assert_all_same({rec(1'000'000'000, 0, 0, 0, 0, 1), rec(1'000'000'000, 0, 0, 0, 1, 1), rec(2'000'000'000, 0, 0, 1, 0, 1),
+			 rec(3'000'000'000, 0, 0, 0, 0, 1), rec(4'000'000'000, 0, 0, 0, 1, 1), rec(5'000'000'000, 0, 0, 1, 0, 1)},
+			read_all(*r));
+}
+
+static void oracle_writer__loop_longer_than_a_chunk__next_is_one_period_later(void **)
+{
+	// 100000 records (more than two 43690-record chunks) looping over 1000 blocks of one file.
+	std::string path = scratch("loop.oracleGeneral");
+	const uint64_t n = 100000, period = 1000;
+	{
+		auto w = open_writer(path, Format::oracle_general, "x");
+		for (uint64_t i = 0; i < n; i += 10)
+			w->write(rec(i, 1, 0, 42, i % period, 10));
+	}
+	auto v = raw_records(path);
+	assert_int_equal(n, v.size());
+	for (uint64_t i = 0; i < n; i++) {
+		assert_int_equal(i % period, v[i].obj_id);
+		assert_int_equal(i + period < n ? int64_t(i + period) : -1, v[i].next);
+	}
+}
+
+static void oracle_reader__length_not_multiple_of_24__error_at_partial_record(void **)
+{
+	std::string path = scratch("cut.oracleGeneral");
+	write_file(path, std::string(24 * 3 + 5, '\0'));
+	expect_trace_error([&] { open_reader(path, Format::oracle_general); }, 72, {"cut.oracleGeneral:byte offset 72:", "24-byte"});
+}
+
+static void oracle_reader__large_obj_size__blocks_rounded_up(void **)
+{
+	std::string path = scratch("size.bin");
+	Raw r{7, (3ULL << 40) | 9, 10000, -1};
+	write_file(path, std::string(reinterpret_cast<const char *>(&r), sizeof r));
+	auto rd = open_reader(path, Format::oracle_general);
+	assert_all_same({rec(7'000'000'000, 0, 0, 3, 9, 3)}, read_all(*rd));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(oracle_writer__hand_made_sequence__next_access_vtime),
+		cmocka_unit_test(oracle_writer__loop_longer_than_a_chunk__next_is_one_period_later),
+		cmocka_unit_test(oracle_reader__length_not_multiple_of_24__error_at_partial_record),
+		cmocka_unit_test(oracle_reader__large_obj_size__blocks_rounded_up),
+	};
+	return cmocka_run_group_tests(tests, nullptr, nullptr);
+}

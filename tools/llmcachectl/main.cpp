@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: MIT
+// llmcachectl: llmcache's control tool. Each subcommand lives in its own file and is dispatched from here.
+#include <cstdio>
+#include <cstring>
+
+int cmd_size(int argc, char **argv); // size.cpp
+
+namespace {
+
+struct Command {
+	const char *name;
+	const char *summary;
+	int (*run)(int argc, char **argv); // argv[0] is the subcommand's name
+};
+
+const Command commands[] = {
+	{"size", "the sizing rule: the loop a cache sustains, or the cache a loop needs", cmd_size},
+};
+
+void usage(FILE *out)
+{
+	std::fputs("Usage: llmcachectl COMMAND [options]\n\nCommands:\n", out);
+	for (const auto &c : commands)
+		std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+	std::fputs("\nRun `llmcachectl COMMAND --help` for a command's options.\n\n"
+		   "EXAMPLES\n"
+		   "  llmcachectl size --device watch\n"
+		   "  llmcachectl size --loop 600MB --bw 1GB/s --cache 512MiB --json\n",
+		   out);
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	for (const auto &c : commands)
+		if (!std::strcmp(argv[1], c.name))
+			return c.run(argc - 1, argv + 1);
+	std::fprintf(stderr, "llmcachectl: unknown command '%s' (see llmcachectl --help)\n", argv[1]);
+	return 2;
+}

@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: MIT
+// llmworkload: generate the paper's on-device LLM app workloads or a parametric decoder, as a trace
+// (--trace) or as real I/O on real files (--dir, optionally tracing exactly what it did).
+#include <charconv>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "trace/trace.hpp"
+#include "util/units.hpp"
+#include "workload/run.hpp"
+#include "workload/workload.hpp"
+
+namespace po = boost::program_options;
+namespace wl = llmcache::workload;
+using llmcache::units::parse_bytes;
+
+namespace {
+
+const char *usage = R"(Usage: llmworkload COMMAND [options]
+
+Commands:
+  app NAME   one of the page-cache paper's on-device apps (section 3.1):
+             ai-notes, ai-translate, text-embedder, text-classification
+  decoder    a parametric decoder: config scan, tokenizer hot set, weights swept once per token
+
+Every command either writes its accesses as a trace (--trace FILE [--format F]) or performs them as real
+I/O on files it creates in a directory (--dir DIR), tracing exactly what it did when --trace is given too.
+Run `llmworkload COMMAND --help` for the options of a command. Documentation/workloads.md has the details.
+
+EXAMPLES
+  llmworkload app ai-notes --trace ai-notes.trace
+  llmworkload app text-embedder --scale 0.5 --trace te.csv --format csv
+  llmworkload decoder --weights-size 256MiB --tokens 16 --access mmap --dir /tmp/wl --json
+)";
+
+struct Common {
+	std::string trace, format = "native", dir, seed = "1";
+	bool json = false, drop_cache = false, layout = false;
+};
+
+po::options_description common_options(Common &c)
+{
+	po::options_description d("Output options");
+	d.add_options()
+		("help,h", "show this help")
+		("trace", po::value(&c.trace), "write the accesses to this trace file (\"-\": stdout)")
+		("format", po::value(&c.format)->default_value(c.format), "trace format: native, csv or oracleGeneral")
+		("dir", po::value(&c.dir), "perform real I/O on the workload's files under this directory, creating "
+					    "them (deterministic content) when missing or of the wrong size")
+		("seed", po::value(&c.seed)->default_value(c.seed), "random seed: the same seed gives the same accesses")
+		("drop-cache", po::bool_switch(&c.drop_cache), "with --dir: drop the files' cached pages before start-up")
+		("json", po::bool_switch(&c.json), "print the summary (or --layout) as JSON")
+		("layout", po::bool_switch(&c.layout), "print the workload's files and the paper's block ranges, and exit");
+	return d;
+}
+
+std::string json_escape(const std::string &s)
+{
+	std::string r;
+	for (char c : s) {
+		if (c == '"' || c == '\\')
+			r += '\\';
+		r += c;
+	}
+	return r;
+}
+
+void print_layout(const wl::Generator &g, bool json)
+{
+	if (json) {
+		std::printf("{\"workload\":\"%s\",\"iterations\":%llu,\"files\":[", g.name().c_str(),
+			    (unsigned long long)g.iterations());
+		const char *sep = "";
+		for (const auto &f : g.files()) {
+			std::printf("%s{\"name\":\"%s\",\"role\":\"%s\",\"bytes\":%llu,\"blocks\":%llu", sep,
+				    json_escape(f.name).c_str(), std::string(wl::role_name(f.role)).c_str(),
+				    (unsigned long long)f.size, (unsigned long long)f.blocks());
+			if (f.paper_blocks)
+				std::printf(",\"paper_first_block\":%llu,\"paper_blocks\":%llu",
+					    (unsigned long long)f.paper_block, (unsigned long long)f.paper_blocks);
+			std::printf("}");
+			sep = ",";
+		}
+		std::printf("]}\n");
+		return;
+	}
+	std::printf("%s: %llu iterations\n%-38s %-8s %11s %7s  %s\n", g.name().c_str(),
+		    (unsigned long long)g.iterations(), "file", "role", "size", "blocks", "paper blocks (scale 1)");
+	for (const auto &f : g.files()) {
+		std::string paper = f.paper_blocks ? std::to_string(f.paper_block) + "-" +
+							     std::to_string(f.paper_block + f.paper_blocks - 1)
+						   : "-";
+		std::printf("%-38s %-8s %11s %7llu  %s\n", f.name.c_str(), std::string(wl::role_name(f.role)).c_str(),
+			    llmcache::units::format_bytes(f.size).c_str(), (unsigned long long)f.blocks(), paper.c_str());
+	}
+}
+
+void print_summary(const wl::Generator &g, const wl::RunStats &s, bool real, bool json, FILE *out)
+{
+	double tps = s.run_s > 0 ? double(s.iterations) / s.run_s : 0;
+	auto u = [](uint64_t v) { return (unsigned long long)v; };
+	if (json && real)
+		std::fprintf(out,
+			     "{\"workload\":\"%s\",\"mode\":\"real\",\"tokens\":%llu,\"seconds\":%.6f,\"tokens_per_s\":%.3f,"
+			     "\"bytes_read\":%llu,\"bytes_written\":%llu,\"startup_seconds\":%.6f,\"prepare_seconds\":%.6f,"
+			     "\"files_created\":%llu,\"bytes_prepared\":%llu,\"records\":%llu,\"blocks\":%llu}\n",
+			     g.name().c_str(), u(s.iterations), s.run_s, tps, u(s.bytes_read), u(s.bytes_written),
+			     s.startup_s, s.prepare_s, u(s.files_created), u(s.bytes_prepared), u(s.records), u(s.blocks));
+	else if (json)
+		std::fprintf(out, "{\"workload\":\"%s\",\"mode\":\"trace\",\"tokens\":%llu,\"records\":%llu,\"blocks\":%llu}\n",
+			     g.name().c_str(), u(s.iterations), u(s.records), u(s.blocks));
+	else if (real)
+		std::fprintf(out,
+			     "workload=%s tokens=%llu seconds=%.6f tokens_per_s=%.3f bytes_read=%llu bytes_written=%llu "
+			     "startup_seconds=%.6f prepare_seconds=%.6f files_created=%llu bytes_prepared=%llu\n",
+			     g.name().c_str(), u(s.iterations), s.run_s, tps, u(s.bytes_read), u(s.bytes_written), s.startup_s,
+			     s.prepare_s, u(s.files_created), u(s.bytes_prepared));
+	else
+		std::fprintf(out, "workload=%s tokens=%llu records=%llu blocks=%llu\n", g.name().c_str(), u(s.iterations),
+			     u(s.records), u(s.blocks));
+}
+
+// A whole non-negative decimal number up to max; throws po::error naming the option and the text.
+uint64_t count(const char *opt, const std::string &text, uint64_t max)
+{
+	uint64_t v = 0;
+	auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+	if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v > max)
+		throw po::error(std::string("--") + opt + ": '" + text + "' is not a whole number between 0 and " +
+				std::to_string(max));
+	return v;
+}
+
+// Parse args (after the command word) against the command's options; throws po::error on bad input.
+po::variables_map parse(const std::vector<std::string> &args, const po::options_description &all,
+			const po::positional_options_description &pos)
+{
+	po::variables_map vm;
+	po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
+	po::notify(vm);
+	return vm;
+}
+
+int run(const std::string &cmd, const std::vector<std::string> &args)
+{
+	Common c;
+	po::options_description all = common_options(c), hidden;
+	std::vector<std::string> positionals;
+	hidden.add_options()("positional", po::value(&positionals));
+	po::positional_options_description pos;
+	pos.add("positional", -1);
+	wl::AppOptions app;
+	wl::DecoderOptions dec;
+	std::string app_name, weights = "64MiB", tokenizer = "1MiB", config = "4MiB", access = "pread", read_size = "128KiB";
+	std::string iterations = "0", tokens = "32", hot_reads = "4";
+
+	if (cmd == "app") {
+		po::options_description d("App options");
+		d.add_options()
+			("iterations", po::value(&iterations)->default_value(iterations),
+			 "loop periods to run; 0: the app's default (about 1.5 million block accesses)")
+			("scale", po::value(&app.scale)->default_value(1.0), "multiply every file size by this");
+		all.add(d);
+	} else {
+		po::options_description d("Decoder options");
+		d.add_options()
+			("weights-size", po::value(&weights)->default_value(weights), "size of the weights file")
+			("tokenizer-size", po::value(&tokenizer)->default_value(tokenizer), "size of the tokenizer (the hot set)")
+			("config-size", po::value(&config)->default_value(config), "size of the config file (read once)")
+			("tokens", po::value(&tokens)->default_value(tokens), "tokens to decode: weights sweeps")
+			("access", po::value(&access)->default_value(access), "how the weights are read: pread or mmap")
+			("read-size", po::value(&read_size)->default_value(read_size),
+			 "bytes per read call or mmap touch run (a multiple of 4 KiB)")
+			("hot-reads", po::value(&hot_reads)->default_value(hot_reads),
+			 "random 4 KiB tokenizer reads per token");
+		all.add(d);
+	}
+
+	po::options_description parsed_options;
+	parsed_options.add(all).add(hidden);
+	po::variables_map vm = parse(args, parsed_options, pos);
+	size_t wanted = cmd == "app" ? 1 : 0;
+	if (positionals.size() > wanted)
+		throw po::error("unexpected argument '" + positionals[wanted] + "'");
+	if (wanted && !positionals.empty())
+		app_name = positionals[0];
+	if (vm.count("help")) {
+		std::cout << "Usage: llmworkload " << cmd << (cmd == "app" ? " NAME" : "") << " [options]\n\n"
+			  << all << "\nEXAMPLES\n"
+			  << (cmd == "app" ? "  llmworkload app ai-translate --iterations 500 --seed 7 --trace at.trace\n"
+					     "  llmworkload app ai-notes --scale 0.1 --dir /tmp/wl --trace notes-real.trace\n"
+					     "  llmworkload app text-classification --layout\n"
+					   : "  llmworkload decoder --trace dec.trace\n"
+					     "  llmworkload decoder --dir /tmp/wl --weights-size 2MiB --tokenizer-size 64KiB "
+					     "--config-size 256KiB --tokens 3 --access pread --trace out.trace\n"
+					     "  llmworkload decoder --dir /tmp/wl --weights-size 1GiB --access mmap --drop-cache --json\n");
+		return 0;
+	}
+
+	std::unique_ptr<wl::Generator> g;
+	std::string producer = "llmworkload 0.1 " + cmd;
+	if (cmd == "app") {
+		if (app_name.empty())
+			throw po::error("name the app: ai-notes, ai-translate, text-embedder or text-classification");
+		producer += " " + app_name;
+		app.seed = count("seed", c.seed, UINT64_MAX);
+		app.iterations = count("iterations", iterations, 1000000000);
+		g = wl::make_app(app_name, app);
+	} else {
+		auto size = [](const char *opt, const std::string &text) {
+			try {
+				return parse_bytes(text);
+			} catch (const std::invalid_argument &e) {
+				throw po::error(std::string("--") + opt + ": " + e.what());
+			}
+		};
+		dec.weights_size = size("weights-size", weights);
+		dec.tokenizer_size = size("tokenizer-size", tokenizer);
+		dec.config_size = size("config-size", config);
+		dec.read_size = size("read-size", read_size);
+		if (access != "pread" && access != "mmap")
+			throw po::error("--access: '" + access + "' is not pread or mmap");
+		dec.access = access == "mmap" ? wl::Access::mmap : wl::Access::pread;
+		dec.seed = count("seed", c.seed, UINT64_MAX);
+		dec.tokens = count("tokens", tokens, 1000000000);
+		dec.hot_reads = uint32_t(count("hot-reads", hot_reads, 1000000));
+		g = wl::make_decoder(dec);
+	}
+	if (c.layout) {
+		print_layout(*g, c.json);
+		return 0;
+	}
+	if (c.dir.empty() && c.trace.empty())
+		throw po::error("say where the accesses go: --trace FILE, --dir DIR, or both");
+	if (c.drop_cache && c.dir.empty())
+		throw po::error("--drop-cache needs --dir");
+
+	wl::RunOptions ro;
+	ro.dir = c.dir;
+	ro.trace = c.trace;
+	try {
+		ro.format = llmcache::trace::parse_format(c.format);
+	} catch (const std::invalid_argument &e) {
+		throw po::error(std::string("--format: ") + e.what());
+	}
+	ro.producer = producer;
+	ro.drop_cache = c.drop_cache;
+	bool real = !c.dir.empty();
+	wl::RunStats s = real ? wl::run_real(*g, ro) : wl::write_trace(*g, ro);
+	print_summary(*g, s, real, c.json, c.trace == "-" ? stderr : stdout);
+	return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	std::vector<std::string> args(argv + 1, argv + argc);
+	if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+		std::fputs(usage, args.empty() ? stderr : stdout);
+		return args.empty() ? 2 : 0;
+	}
+	std::string cmd = args[0];
+	args.erase(args.begin());
+	if (cmd != "app" && cmd != "decoder") {
+		std::fprintf(stderr, "llmworkload: unknown command '%s'; the commands are app and decoder "
+				     "(see llmworkload --help)\n", cmd.c_str());
+		return 2;
+	}
+	try {
+		return run(cmd, args);
+	} catch (const po::error &e) {
+		std::fprintf(stderr, "llmworkload %s: %s (see llmworkload %s --help)\n", cmd.c_str(), e.what(), cmd.c_str());
+		return 2;
+	} catch (const std::invalid_argument &e) {
+		std::fprintf(stderr, "llmworkload %s: %s\n", cmd.c_str(), e.what());
+		return 2;
+	} catch (const std::exception &e) {
+		std::fprintf(stderr, "llmworkload %s: %s\n", cmd.c_str(), e.what());
+		return 1;
+	}
+}
