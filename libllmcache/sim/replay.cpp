@@ -31,7 +31,10 @@ constexpr uint64_t file_limit = (uint64_t(1) << 24) - 1;  // and file numbers be
 Trace load_trace(trace::Reader &reader, const std::function<void(uint64_t records)> &on_records)
 {
 	Trace t;
-	FlatMap<uint8_t> seen(uint64_t(1) << 16);
+	// The footprint: a bitmap of 64-block words keyed by key >> 6, with the current word kept aside so that
+	// a sequential run costs one lookup per 64 blocks.
+	FlatMap<uint64_t> seen(uint64_t(1) << 16);
+	uint64_t word_key = FlatMap<uint64_t>::empty_key, word = 0;
 	std::map<trace::FileKey, uint32_t> numbers;
 	trace::FileKey last{~0u, ~uint64_t(0)};
 	uint32_t file = 0;
@@ -62,10 +65,18 @@ Trace load_trace(trace::Reader &reader, const std::function<void(uint64_t record
 		for (uint64_t b = a.first_block, end = a.first_block + a.nr_blocks; b < end; b++) {
 			uint64_t key = request_key(file, b);
 			t.requests.push_back(Request{key, a.time_ns, file, a.pid, a.op});
-			seen.put(key, 0);
+			if (key >> 6 != word_key) {
+				if (word_key != FlatMap<uint64_t>::empty_key)
+					seen.put(word_key, word);
+				word_key = key >> 6;
+				const uint64_t *w = seen.find(word_key);
+				word = w ? *w : 0;
+			}
+			const uint64_t bit = uint64_t(1) << (key & 63);
+			t.footprint += !(word & bit);
+			word |= bit;
 		}
 	}
-	t.footprint = seen.size();
 	const trace::PathMap &paths = reader.paths();
 	t.paths.reserve(t.files.size());
 	for (const auto &fk : t.files) {

@@ -179,6 +179,10 @@ static void load_trace__repeated_and_overlapping_blocks__footprint_counts_distin
 	Trace t = load_trace(rd);
 	assert_int_equal(t.requests.size(), 31);
 	assert_int_equal(t.footprint, 16);
+	// Across 64-block words, leaving a word and coming back: 60-70, 0-5, 65-130 = 11 + 6 + 60 distinct.
+	VectorReader rd2;
+	rd2.records = {rec(1, 1, 60, 11), rec(1, 1, 0, 6), rec(1, 1, 65, 66)};
+	assert_int_equal(load_trace(rd2).footprint, 77);
 }
 
 static void load_trace__block_beyond_40_bits__throws(void **)
