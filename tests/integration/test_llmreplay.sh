@@ -1,0 +1,119 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# llmreplay end to end on a small CSV trace made here: the tables, --json, --csv, the SVGs, and the error
+# paths with their exit codes and messages.
+set -u
+R="${LLMCACHE_BIN:?set LLMCACHE_BIN to the bin directory of the build}/llmreplay"
+if [ ! -x "$R" ]; then
+	echo "SKIP: $R is not built"
+	exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() {
+	echo "FAIL: $*"
+	exit 1
+}
+
+# An app-like trace (format: time_ns,pid,dev,inode,first_block,nr_blocks,op[,path]): a one-time scan of 400
+# blocks of config.bin (8 per record), then 10 sweeps of a 300-block loop over model.bin (4 per record),
+# with one access to a 10-block hot set (tokenizer.bin) after every 12th loop record.
+# Accesses: 400 + 3000 + 60 = 3460; footprint: 400 + 300 + 10 = 710 blocks.
+awk 'BEGIN {
+	print "time_ns,pid,dev,inode,first_block,nr_blocks,op,path"
+	t = 0
+	for (b = 0; b < 400; b += 8)
+		printf "%d,100,1,11,%d,8,read,/app/config.bin\n", t += 1000, b
+	h = 0
+	for (it = 0; it < 10; it++)
+		for (b = 0; b < 300; b += 4) {
+			printf "%d,100,1,13,%d,4,read,/app/model.bin\n", t += 1000, b
+			if (b / 4 % 12 == 11)
+				printf "%d,100,1,12,%d,1,read,/app/tokenizer.bin\n", t += 1000, h++ * 7 % 10
+		}
+}' >"$tmp/app.csv"
+
+# --- the table ---
+out=$("$R" "$tmp/app.csv" -p llm,lru -s 10%,50%,100% --progress never 2>"$tmp/err") ||
+	fail "replay failed: $(cat "$tmp/err")"
+echo "$out"
+grep -q "accesses: 3460 " <<<"$out" || fail "summary does not count 3460 block accesses"
+grep -q "files: 3 " <<<"$out" || fail "summary does not count 3 files"
+grep -q "footprint: 710 blocks" <<<"$out" || fail "summary does not give the 710-block footprint"
+header=$(grep -A1 '^hit ratio' <<<"$out" | tail -1)
+[[ "$header" =~ cache.*blocks.*MiB.*llm.*lru ]] || fail "hit-ratio table header: '$header'"
+row() { grep -m1 -E "^ +$1 " <<<"$out"; }
+# 10% = 71 blocks: LRU never keeps the 300-block loop nor a hot block (reused 500 accesses later).
+read -r _ blocks _ llm lru <<<"$(row 10%)"
+[ "$blocks" = 71 ] || fail "10% of 710 blocks resolved to $blocks, want 71"
+[ "$lru" = 0.00 ] || fail "lru at 10% hits $lru%, want 0.00"
+awk -v v="$llm" 'BEGIN { exit !(v > 5) }' || fail "llm at 10% hits only $llm%"
+# 100%: everything fits, so only the 710 first accesses miss: (3460 - 710) / 3460 = 79.48%.
+read -r _ blocks _ llm lru <<<"$(row 100%)"
+[ "$blocks" = 710 ] && [ "$llm" = 79.48 ] && [ "$lru" = 79.48 ] || fail "100% row: $(row 100%)"
+grep -q "^llm hits by class:" <<<"$out" || fail "no per-class table for llm"
+grep -q "^lru hits by class:" <<<"$out" && fail "a per-class table for lru, which does not classify"
+grep -q "SEQ hits/accesses.*LOOP hits/accesses.*HOT hits/accesses" <<<"$out" || fail "per-class header"
+
+# --- the latency table ---
+out=$("$R" "$tmp/app.csv" -p lru,llm -s 50% --latency --progress never) || fail "--latency failed"
+grep -q "^llm total data-fetch latency" <<<"$out" || fail "latency table is not for llm"
+grep -qE "misses +100MB/s +200MB/s +500MB/s +1GB/s" <<<"$out" || fail "latency table columns"
+
+# --- JSON on stdout, instead of the tables ---
+"$R" "$tmp/app.csv" -p llm,lru -s 10%,100% --progress never --json >"$tmp/out.json" || fail "--json failed"
+python3 -m json.tool "$tmp/out.json" >/dev/null || fail "--json output does not parse"
+python3 - "$tmp/out.json" <<'EOF' || fail "--json content"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["trace"]["accesses"] == 3460 and d["trace"]["footprint_blocks"] == 710, d["trace"]
+assert [(r["policy"], r["size"]) for r in d["results"]] == [("llm", "10%"), ("llm", "100%"), ("lru", "10%"), ("lru", "100%")]
+for r in d["results"]:
+    assert r["hits"] + r["misses"] == 3460, r
+    assert ("classes" in r) == (r["policy"] == "llm"), r
+assert d["results"][1]["hits"] == 3460 - 710
+EOF
+
+# --- CSV and SVG files, with the tables still on stdout ---
+out=$("$R" "$tmp/app.csv" -p llm,lru -s 10%,50%,100% --progress never --csv "$tmp/out.csv" \
+	--svg "$tmp/hit.svg" --latency-svg "$tmp/lat.svg" --json="$tmp/o2.json") || fail "file outputs failed"
+grep -q "^hit ratio" <<<"$out" || fail "--json=FILE suppressed the tables"
+python3 -m json.tool "$tmp/o2.json" >/dev/null || fail "--json=FILE does not parse"
+want="policy,size,capacity_blocks,capacity_bytes,capacity_fraction,accesses,hits,misses,hit_ratio,seq_accesses,seq_hits,loop_accesses,loop_hits,hot_accesses,hot_hits,fetch_s@100MB/s,fetch_s@200MB/s,fetch_s@500MB/s,fetch_s@1GB/s"
+[ "$(head -1 "$tmp/out.csv")" = "$want" ] || fail "CSV header: $(head -1 "$tmp/out.csv")"
+[ "$(wc -l <"$tmp/out.csv")" = 7 ] || fail "CSV has $(wc -l <"$tmp/out.csv") lines, want 7"
+awk -F, 'NR > 1 && (NF != 19 || $6 != 3460 || $7 + $8 != 3460) { bad = 1 } END { exit bad }' "$tmp/out.csv" ||
+	fail "CSV rows: $(cat "$tmp/out.csv")"
+grep -q '^lru,100%,710,2908160,1,3460,2750,710,' "$tmp/out.csv" || fail "CSV lru 100% row"
+python3 - "$tmp/hit.svg" "$tmp/lat.svg" <<'EOF' || fail "SVG output"
+import sys, xml.etree.ElementTree as ET
+ns = "{http://www.w3.org/2000/svg}"
+for path, lines, legend in ((sys.argv[1], 2, "lru"), (sys.argv[2], 4, "1GB/s")):
+    root = ET.parse(path).getroot()
+    assert root.tag == ns + "svg", root.tag
+    assert len(root.findall(f".//{ns}polyline")) == lines, path
+    texts = [t.text for t in root.iter(ns + "text")]
+    assert legend in texts and any("app.csv" in (t or "") for t in texts), texts
+EOF
+
+# --- errors ---
+expect() { # expect CODE PATTERN command...: exit status CODE and stderr matching PATTERN
+	local code=$1 pattern=$2
+	shift 2
+	"$@" >/dev/null 2>"$tmp/err"
+	local rc=$?
+	[ $rc = "$code" ] || fail "'$*' exited $rc, want $code: $(cat "$tmp/err")"
+	grep -qE -- "$pattern" "$tmp/err" || fail "'$*' said '$(cat "$tmp/err")', want /$pattern/"
+	[ "$(wc -l <"$tmp/err")" = 1 ] || fail "'$*' wrote more than one line: $(cat "$tmp/err")"
+}
+expect 1 "$tmp/missing.csv.*No such file" "$R" "$tmp/missing.csv"
+expect 2 "unknown policy 'nosuch'.*lru" "$R" "$tmp/app.csv" -p llm,nosuch
+expect 2 "cache size 'abc'" "$R" "$tmp/app.csv" -s 10%,abc
+expect 2 "cache size '0'.*at least one block" "$R" "$tmp/app.csv" -s 0
+expect 2 "cache size '0%'" "$R" "$tmp/app.csv" -s 0%
+expect 2 "unexpected argument 'extra'" "$R" "$tmp/app.csv" extra
+expect 2 "bandwidths" "$R" "$tmp/app.csv" --bandwidths fast
+{ head -3 "$tmp/app.csv"; echo "99000,100,1,11,not-a-block,8,read"; } >"$tmp/bad.csv"
+expect 1 "bad.csv.*4" "$R" "$tmp/bad.csv" --format csv
+"$R" --help | grep -q EXAMPLES || fail "--help has no EXAMPLES"
+echo PASS

@@ -1,0 +1,344 @@
+// SPDX-License-Identifier: MIT
+// llmreplay: replay a block-access trace through cache policies at several cache sizes and report hit
+// ratios (the paper's Figure 4), the llm policy's per-class hits, and the data-fetch latency model
+// (Figure 5). See Documentation/replay.md.
+#include <boost/program_options.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <system_error>
+#include <thread>
+
+#include "sim/replay.hpp"
+#include "sim/report.hpp"
+#include "util/units.hpp"
+
+namespace po = boost::program_options;
+using namespace llmcache;
+using namespace llmcache::sim;
+
+namespace {
+
+constexpr int exit_trace = 1; // the trace or an output file cannot be read / written, or is malformed
+constexpr int exit_usage = 2; // bad options
+
+struct Usage : std::runtime_error {
+	using std::runtime_error::runtime_error;
+};
+
+std::vector<std::string> split(const std::string &s)
+{
+	std::vector<std::string> out;
+	std::stringstream ss(s);
+	for (std::string item; std::getline(ss, item, ',');)
+		out.push_back(item);
+	return out;
+}
+
+std::string join(const std::vector<std::string> &v)
+{
+	std::string out;
+	for (const auto &s : v)
+		out += (out.empty() ? "" : ", ") + s;
+	return out;
+}
+
+std::vector<std::string> parse_policies(const std::string &list)
+{
+	const std::vector<std::string> known = policy_names();
+	if (list == "all")
+		return known;
+	std::vector<std::string> out;
+	for (const auto &name : split(list)) {
+		if (std::find(known.begin(), known.end(), name) == known.end())
+			throw Usage("unknown policy '" + name + "'; known policies: " + join(known) + " (or all)");
+		if (std::find(out.begin(), out.end(), name) == out.end())
+			out.push_back(name);
+	}
+	if (out.empty())
+		throw Usage("--policies is empty; known policies: " + join(known) + " (or all)");
+	return out;
+}
+
+// A one-line progress bar on stderr, redrawn in place and cleared by done().
+class Progress {
+public:
+	explicit Progress(bool on) : on_(on), start_(std::chrono::steady_clock::now()) {}
+
+	void loading(uint64_t records)
+	{
+		if (on_)
+			std::fprintf(stderr, "\r\033[Kloading: %.1f M records", records / 1e6);
+	}
+
+	void replay(uint64_t done, uint64_t total)
+	{
+		if (!on_ || !total)
+			return;
+		const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+		const double frac = double(done) / double(total), rate = secs > 0 ? done / secs : 0;
+		const int width = 30, filled = int(frac * width);
+		std::string bar = std::string(filled, '=') + (filled < width ? ">" : "") +
+				  std::string(std::max(0, width - filled - 1), ' ');
+		char eta[32] = "--:--";
+		if (rate > 0) {
+			const uint64_t left = uint64_t(double(total - done) / rate);
+			std::snprintf(eta, sizeof(eta), "%llu:%02llu", (unsigned long long)(left / 60),
+				      (unsigned long long)(left % 60));
+		}
+		std::fprintf(stderr, "\r\033[Kreplay [%s] %5.1f%%  %.1f M acc/s  ETA %s", bar.c_str(), 100 * frac,
+			     rate / 1e6, eta);
+	}
+
+	void restart() { start_ = std::chrono::steady_clock::now(); }
+
+	void clear()
+	{
+		if (on_)
+			std::fprintf(stderr, "\r\033[K");
+	}
+
+private:
+	bool on_;
+	std::chrono::steady_clock::time_point start_;
+};
+
+// Writes with `fn` to `path` ("-" = stdout); throws std::system_error naming the file on failure.
+template <typename Fn> void write_output(const std::string &path, Fn fn)
+{
+	if (path == "-") {
+		fn(std::cout);
+		std::cout.flush();
+		return;
+	}
+	std::ofstream out(path);
+	if (!out)
+		throw std::system_error(errno, std::generic_category(), "cannot write '" + path + "'");
+	fn(out);
+	out.close();
+	if (!out)
+		throw std::system_error(errno ? errno : EIO, std::generic_category(), "cannot write '" + path + "'");
+}
+
+int run(int argc, char **argv)
+{
+	const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+	po::options_description opts("Options", 110, 50);
+	// clang-format off
+	opts.add_options()
+		("help,h", "show this help")
+		("format,f", po::value<std::string>()->default_value("auto")->value_name("FMT"),
+		 "trace format: auto, native, strace, oracleGeneral, csv")
+		("policies,p", po::value<std::string>()->default_value("all")->value_name("LIST"),
+		 "comma-separated policies to replay, or all")
+		("sizes,s", po::value<std::string>()->default_value("10%,20%,...,100%")->value_name("LIST"),
+		 "comma-separated cache sizes: N% of the footprint, a size (64MiB, 1GB), or a plain number of "
+		 "4 KiB blocks")
+		("jobs,j", po::value<unsigned>()->default_value(cores)->value_name("N"),
+		 "replays run in parallel (default: the number of cores)")
+		("hot-reserve", po::value<double>()->default_value(0.05, "0.05")->value_name("F"),
+		 "llm: fraction of the cache reserved for HOT blocks")
+		("seed", po::value<uint64_t>()->default_value(42)->value_name("N"), "seed of randomised policies (lecar)")
+		("latency", po::bool_switch(), "also report the data-fetch latency model (Figure 5)")
+		("bandwidths", po::value<std::string>()->default_value("100MB/s,200MB/s,500MB/s,1GB/s")->value_name("LIST"),
+		 "storage bandwidths of the latency model (implies --latency)")
+		("latency-policy", po::value<std::string>()->value_name("NAME"),
+		 "policy whose latency the table and --latency-svg show (default: llm if replayed, else the first)")
+		("csv", po::value<std::string>()->value_name("FILE"), "write one row per (policy, size) to FILE (- = stdout)")
+		("json", po::value<std::string>()->implicit_value("-")->value_name("FILE"),
+		 "write the results as JSON to FILE; without FILE, to stdout instead of the tables "
+		 "(give it after TRACE, or as --json=FILE)")
+		("svg", po::value<std::string>()->value_name("FILE"), "plot hit ratio against cache size (Figure 4) to FILE")
+		("latency-svg", po::value<std::string>()->value_name("FILE"),
+		 "plot fetch latency against cache size, one line per bandwidth (Figure 5) to FILE; implies --latency")
+		("progress", po::value<std::string>()->default_value("auto")->value_name("WHEN"),
+		 "progress bar on stderr: auto (when stderr is a terminal), always, never");
+	// clang-format on
+	po::options_description hidden;
+	hidden.add_options()("trace", po::value<std::vector<std::string>>());
+	po::options_description all;
+	all.add(opts).add(hidden);
+	po::positional_options_description pos;
+	pos.add("trace", -1);
+
+	po::variables_map vm;
+	try {
+		po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
+		po::notify(vm);
+	} catch (const po::error &e) {
+		throw Usage(std::string(e.what()) + " (see --help)");
+	}
+	if (vm.count("help")) {
+		std::cout << "Usage: llmreplay TRACE [options]\n\n"
+			     "Replay a block-access trace through cache policies at several cache sizes and print the\n"
+			     "hit ratios, the per-class hits of policies that classify (llm), and optionally the\n"
+			     "data-fetch latency model. TRACE is a native, strace, oracleGeneral or CSV trace, or - for\n"
+			     "stdin.\n\n"
+			  << opts
+			  << "\nExit status: 0 on success, 1 when the trace cannot be read or is malformed, 2 on bad options.\n"
+			     "\nEXAMPLES\n"
+			     "  llmreplay app.trace\n"
+			     "      every policy at 10%..100% of the trace's footprint\n"
+			     "  llmreplay app.trace -p llm,lru,lecar -s 64MiB,128MiB,256MiB --svg fig4.svg\n"
+			     "      three policies at three sizes, plotted like the paper's Figure 4\n"
+			     "  llmreplay app.csv -p llm --latency --latency-svg fig5.svg\n"
+			     "      data-fetch latency at 100, 200, 500 and 1000 MB/s (Figure 5)\n"
+			     "  llmreplay strace.log -f strace -s 5%,10%,20% --csv out.csv --json\n"
+			     "      results as CSV in out.csv and as JSON on stdout\n";
+		return 0;
+	}
+	if (!vm.count("trace"))
+		throw Usage(vm.count("json") && vm["json"].as<std::string>() != "-"
+				    ? "no TRACE given (--json took '" + vm["json"].as<std::string>() +
+					      "' as its file: write --json after TRACE, or --json=FILE)"
+				    : "no TRACE given (see --help)");
+	const std::vector<std::string> &positionals = vm["trace"].as<std::vector<std::string>>();
+	if (positionals.size() > 1)
+		throw Usage("unexpected argument '" + positionals[1] + "': llmreplay takes one TRACE (see --help)");
+	const std::string path = positionals[0];
+
+	// Check every option before reading the trace.
+	const std::vector<std::string> policies = parse_policies(vm["policies"].as<std::string>());
+	std::vector<CacheSize> sizes;
+	try {
+		sizes = vm["sizes"].defaulted() ? default_cache_sizes() : parse_cache_sizes(vm["sizes"].as<std::string>());
+	} catch (const std::invalid_argument &e) {
+		throw Usage(std::string("--sizes: ") + e.what());
+	}
+	const unsigned jobs = vm["jobs"].as<unsigned>();
+	if (jobs == 0)
+		throw Usage("--jobs must be at least 1");
+	PolicyOptions popt;
+	popt.seed = vm["seed"].as<uint64_t>();
+	popt.hot_reserve = vm["hot-reserve"].as<double>();
+	if (!(popt.hot_reserve >= 0 && popt.hot_reserve < 1))
+		throw Usage("--hot-reserve must be a fraction in [0, 1), e.g. 0.05");
+	const bool latency = vm["latency"].as<bool>() || !vm["bandwidths"].defaulted() || vm.count("latency-svg");
+	std::vector<uint64_t> bandwidths;
+	if (latency)
+		for (const auto &b : split(vm["bandwidths"].as<std::string>())) {
+			try {
+				bandwidths.push_back(units::parse_bandwidth(b));
+			} catch (const std::invalid_argument &e) {
+				throw Usage(std::string("--bandwidths: ") + e.what());
+			}
+			if (bandwidths.back() == 0)
+				throw Usage("--bandwidths: '" + b + "' is zero");
+		}
+	if (latency && bandwidths.empty())
+		throw Usage("--bandwidths is empty; e.g. 100MB/s,1GB/s");
+	std::string latency_policy = std::find(policies.begin(), policies.end(), "llm") != policies.end()
+					     ? "llm" : policies.front();
+	if (vm.count("latency-policy")) {
+		latency_policy = vm["latency-policy"].as<std::string>();
+		if (std::find(policies.begin(), policies.end(), latency_policy) == policies.end())
+			throw Usage("--latency-policy '" + latency_policy + "' is not among --policies (" + join(policies) +
+				    ")");
+	}
+	const std::string progress_mode = vm["progress"].as<std::string>();
+	if (progress_mode != "auto" && progress_mode != "always" && progress_mode != "never")
+		throw Usage("--progress must be auto, always or never, not '" + progress_mode + "'");
+	Progress progress(progress_mode == "always" || (progress_mode == "auto" && isatty(STDERR_FILENO)));
+	const std::string format_opt = vm["format"].as<std::string>();
+	std::optional<trace::Format> format;
+	if (format_opt != "auto") {
+		try {
+			format = trace::parse_format(format_opt);
+		} catch (const std::invalid_argument &e) {
+			throw Usage(std::string("--format: ") + e.what());
+		}
+	}
+
+	// Load.
+	Trace t;
+	std::string format_name;
+	try {
+		const trace::Format f = format ? *format : trace::detect_format(path);
+		format_name = trace::format_name(f);
+		std::unique_ptr<trace::Reader> reader = trace::open_reader(path, f);
+		t = load_trace(*reader, [&](uint64_t n) { progress.loading(n); });
+	} catch (const std::system_error &e) {
+		progress.clear();
+		std::cerr << "llmreplay: cannot read '" << path << "': " << e.code().message() << '\n';
+		return exit_trace;
+	} catch (const trace::TraceError &e) {
+		progress.clear();
+		std::cerr << "llmreplay: " << e.what() << '\n';
+		return exit_trace;
+	} catch (const std::runtime_error &e) {
+		progress.clear();
+		std::cerr << "llmreplay: " << path << ": " << e.what() << '\n';
+		return exit_trace;
+	}
+	progress.clear();
+	if (t.requests.empty()) {
+		std::cerr << "llmreplay: " << path << ": the trace has no block accesses; nothing to replay\n";
+		return exit_trace;
+	}
+
+	Report r;
+	r.set_trace(t, path, format_name);
+	r.policies = policies;
+	r.sizes = sizes;
+	for (const auto &s : sizes)
+		r.capacities.push_back(resolve_cache_size(s, t.footprint));
+	r.bandwidths = bandwidths;
+	r.latency_policy = latency_policy;
+
+	SweepOptions sopt;
+	sopt.jobs = jobs;
+	sopt.policy = popt;
+	sopt.on_progress = [&](uint64_t done, uint64_t total) { progress.replay(done, total); };
+	progress.restart();
+	const auto start = std::chrono::steady_clock::now();
+	r.results = sweep(t.requests, policies, r.capacities, make_policy, sopt);
+	const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+	progress.clear();
+	t.requests = {};
+
+	const bool json_stdout = vm.count("json") && vm["json"].as<std::string>() == "-";
+	if (!json_stdout) {
+		write_summary(std::cout, r);
+		write_tables(std::cout, r);
+		const double replays = double(r.accesses) * double(r.results.size());
+		std::printf("\nreplayed %zu runs (%.1f M accesses) in %.2f s on %u threads: %.1f M accesses/s\n",
+			    r.results.size(), replays / 1e6, secs, std::min<unsigned>(jobs, unsigned(r.results.size())),
+			    secs > 0 ? replays / secs / 1e6 : 0.0);
+		std::fflush(stdout);
+	}
+	if (vm.count("json"))
+		write_output(vm["json"].as<std::string>(), [&](std::ostream &os) { write_json(os, r); });
+	if (vm.count("csv"))
+		write_output(vm["csv"].as<std::string>(), [&](std::ostream &os) { write_csv(os, r); });
+	if (vm.count("svg"))
+		write_output(vm["svg"].as<std::string>(), [&](std::ostream &os) { write_hit_ratio_svg(os, r); });
+	if (vm.count("latency-svg"))
+		write_output(vm["latency-svg"].as<std::string>(), [&](std::ostream &os) { write_latency_svg(os, r); });
+	return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	try {
+		return run(argc, argv);
+	} catch (const Usage &e) {
+		std::cerr << "llmreplay: " << e.what() << '\n';
+		return exit_usage;
+	} catch (const std::system_error &e) {
+		std::cerr << "llmreplay: " << e.what() << '\n';
+		return exit_trace;
+	} catch (const std::exception &e) {
+		std::cerr << "llmreplay: " << e.what() << '\n';
+		return exit_trace;
+	}
+}
