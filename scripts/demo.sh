@@ -21,7 +21,7 @@ done
 for t in ai-notes ai-translate text-embedder text-classification decoder; do
 	section "Replay: $t (hit ratio by cache size, as a fraction of the footprint)"
 	"$bin/llmreplay" "$out/traces/$t.trace" --latency \
-		--csv "$out/$t.csv" --json-file "$out/$t.json" --svg "$out/$t-hit-ratio.svg" \
+		--csv "$out/$t.csv" --json="$out/$t.json" --svg "$out/$t-hit-ratio.svg" \
 		--latency-svg "$out/$t-latency.svg" | tee "$out/$t.txt"
 done
 

@@ -11,12 +11,15 @@
  *     glue into runs, and B never joins when it is the first block of another LOOP (that is the loop's
  *     next iteration, even when it directly follows a neighbour's last block). A HOT sequence longer
  *     than hot_promote_blocks becomes SEQ;
- *   - else if B is in a SEQ sequence S: the scan is being re-read. From its start, S becomes a LOOP;
- *     from the middle, S is cut at B and a new LOOP starts at B (the re-read part is the loop);
+ *   - else if B is in a SEQ sequence S: the scan is being re-read. From its start, S becomes a LOOP.
+ *     From the middle, a *re-read* {B} starts: a HOT sequence that becomes a LOOP (not a SEQ) once it
+ *     runs on past hot_promote_blocks, and then cuts S where it began. A random re-read of a scanned
+ *     file (tokenizer lookups after the tokenizer was loaded) stays HOT; a sequential one (the weights
+ *     region of a file scanned whole at start-up) is the loop;
  *   - else if B is in a LOOP S: at S's first block a new iteration begins (period measured); ahead of
  *     the cursor it is a forward skip; behind it, noise that changes nothing;
  *   - else if B is in a HOT sequence: an LRU touch;
- *   - else if B was seen but its sequence has since been recycled or cut away: a new LOOP {B};
+ *   - else if B was seen but its sequence has since been recycled or cut away: a re-read {B};
  *   - else B was never seen: a new HOT sequence {B}.
  * Interleaved streams of several threads need no stream table: adjacency is judged against each
  * sequence's own cursor. Writes classify exactly as reads (the paper's write loops are loops).
@@ -393,7 +396,7 @@ static uint16_t seq_new(struct llc_core *c, uint64_t file, uint64_t block, uint6
 	s->file = file;
 	s->start = s->end = s->cursor = block;
 	s->created_vt = s->last_vt = s->iter_start_vt = c->vtime;
-	s->iter_start_ns = now_ns;
+	s->created_ns = s->iter_start_ns = now_ns;
 	s->live = 1;
 	lru_append(c, id);
 	class_enter(c, id, cls);
@@ -435,14 +438,15 @@ static bool period_moved(uint64_t old_vt, uint64_t new_vt)
 	return !old_vt || diff > old_vt / 8;
 }
 
-static void new_iteration(struct llc_core *c, struct llc_seq *s, uint16_t id, uint64_t now_ns)
+/* An iteration of loop id began at (vt, ns): its period is the time since the previous one began. */
+static void new_iteration(struct llc_core *c, struct llc_seq *s, uint16_t id, uint64_t vt, uint64_t ns)
 {
 	uint64_t old_vt = s->period_vt;
 
-	s->period_vt = c->vtime - s->iter_start_vt;
-	s->period_ns = now_ns - s->iter_start_ns;
-	s->iter_start_vt = c->vtime;
-	s->iter_start_ns = now_ns;
+	s->period_vt = vt - s->iter_start_vt;
+	s->period_ns = ns - s->iter_start_ns;
+	s->iter_start_vt = vt;
+	s->iter_start_ns = ns;
 	s->iterations++;
 	c->stats[LLMCACHE_STAT_LOOP_ITERATIONS]++;
 	if (period_moved(old_vt, s->period_vt)) {
@@ -466,6 +470,37 @@ static bool joins(const struct llc_core *c, uint16_t prev, uint16_t cur, uint64_
 	return p->cls != LLMCACHE_CLASS_HOT || c->vtime - p->last_vt <= LLC_ADJACENCY_WINDOW;
 }
 
+/* A re-read that ran on is the loop: the scan it re-reads ends where it began. */
+static void cut_scan(struct llc_core *c, const struct llc_seq *r)
+{
+	struct llc_seq *scan = &c->seqs[r->scan];
+
+	if (r->scan == LLC_NONE || !scan->live || scan->file != r->file || scan->created_vt > r->created_vt ||
+	    scan->start >= r->start || r->start > scan->end)
+		return;
+	scan->end = r->start - 1;
+	if (scan->cursor > scan->end)
+		scan->cursor = scan->end;
+}
+
+/* A re-reference inside scan (LLC_NONE: of a forgotten block): a HOT re-read {block}. */
+static uint16_t new_reread(struct llc_core *c, struct llc_chunk *ch, uint16_t scan, uint64_t file,
+			   uint64_t block, uint64_t now_ns)
+{
+	uint16_t id = seq_new(c, file, block, now_ns, LLMCACHE_CLASS_HOT);
+	struct llc_seq *r = &c->seqs[id];
+
+	r->reread = 1;
+	r->scan = scan;
+	if (scan != LLC_NONE) {
+		/* The first pass over this block happened during the scan: its start bounds the period. */
+		r->iter_start_vt = c->seqs[scan].iter_start_vt;
+		r->iter_start_ns = c->seqs[scan].iter_start_ns;
+	}
+	claim(c, ch, file, block, id);
+	return id;
+}
+
 static struct llc_verdict extend(struct llc_core *c, struct llc_chunk *ch, uint16_t id, uint64_t file,
 				 uint64_t block)
 {
@@ -478,7 +513,13 @@ static struct llc_verdict extend(struct llc_core *c, struct llc_chunk *ch, uint1
 	s->cursor = block;
 	if (s->cls == LLMCACHE_CLASS_HOT && s->end - s->start + 1 > c->cfg.hot_promote_blocks) {
 		class_leave(c, id);
-		class_enter(c, id, LLMCACHE_CLASS_SEQ);
+		if (s->reread) {
+			class_enter(c, id, LLMCACHE_CLASS_LOOP);
+			new_iteration(c, s, id, s->created_vt, s->created_ns);
+			cut_scan(c, s);
+		} else {
+			class_enter(c, id, LLMCACHE_CLASS_SEQ);
+		}
 	}
 	v.cls = s->cls;
 	return v;
@@ -501,31 +542,19 @@ static struct llc_verdict rereference(struct llc_core *c, struct llc_chunk *ch, 
 		if (block == s->start) {
 			class_leave(c, id);
 			class_enter(c, id, LLMCACHE_CLASS_LOOP);
-			new_iteration(c, s, id, now_ns);
+			new_iteration(c, s, id, c->vtime, now_ns);
 			s->cursor = block;
+			v.cls = LLMCACHE_CLASS_LOOP;
 			v.event = LLC_EV_TO_LOOP;
 		} else {
-			/* Cut the scan at B: its tail is being re-read, and that tail is the loop. The first
-			 * pass over B happened during the scan, so the scan's start bounds the period. */
-			uint64_t scan_start_vt = s->iter_start_vt, scan_start_ns = s->iter_start_ns;
-			uint16_t loop;
-
-			s->end = block - 1;
-			if (s->cursor > s->end)
-				s->cursor = s->end;
-			loop = seq_new(c, file, block, now_ns, LLMCACHE_CLASS_LOOP);
-			c->seqs[loop].iter_start_vt = scan_start_vt;
-			c->seqs[loop].iter_start_ns = scan_start_ns;
-			new_iteration(c, &c->seqs[loop], loop, now_ns);
-			claim(c, ch, file, block, loop);
-			v.seq = loop;
-			v.event = LLC_EV_SPLIT_LOOP;
+			v.seq = new_reread(c, ch, id, file, block, now_ns);
+			v.cls = LLMCACHE_CLASS_HOT;
+			v.event = LLC_EV_REREAD;
 		}
-		v.cls = LLMCACHE_CLASS_LOOP;
 		break;
 	case LLMCACHE_CLASS_LOOP:
 		if (block == s->start) {
-			new_iteration(c, s, id, now_ns);
+			new_iteration(c, s, id, c->vtime, now_ns);
 			s->cursor = block;
 			v.event = LLC_EV_ITERATION;
 		} else if (block > s->cursor) {
@@ -556,13 +585,14 @@ struct llc_verdict llc_access(struct llc_core *c, uint64_t file, uint64_t block,
 	} else {
 		if (cur != LLC_NONE) {
 			v = rereference(c, ch, cur, file, block, now_ns);
+		} else if (entry != LLC_NONE) {
+			v.seq = new_reread(c, ch, LLC_NONE, file, block, now_ns);
+			v.cls = LLMCACHE_CLASS_HOT;
+			v.event = LLC_EV_SEEN_AGAIN;
 		} else {
-			bool seen = entry != LLC_NONE;
-			enum llmcache_class cls = seen ? LLMCACHE_CLASS_LOOP : LLMCACHE_CLASS_HOT;
-
-			v.seq = seq_new(c, file, block, now_ns, cls);
-			v.cls = (uint8_t)cls;
-			v.event = seen ? LLC_EV_SEEN_AGAIN : LLC_EV_NEW_HOT;
+			v.seq = seq_new(c, file, block, now_ns, LLMCACHE_CLASS_HOT);
+			v.cls = LLMCACHE_CLASS_HOT;
+			v.event = LLC_EV_NEW_HOT;
 			ch->seq[block % LLC_CHUNK_BLOCKS] = v.seq;
 		}
 	}

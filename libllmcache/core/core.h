@@ -34,6 +34,7 @@ struct llc_seq {
 	uint64_t start, end;    /* inclusive block range */
 	uint64_t cursor;        /* last block accessed in this sequence */
 	uint64_t created_vt;    /* virtual time (block accesses) when created */
+	uint64_t created_ns;
 	uint64_t last_vt;       /* virtual time of the last access */
 	uint64_t iter_start_vt; /* virtual time at which the current iteration began */
 	uint64_t iter_start_ns;
@@ -42,8 +43,10 @@ struct llc_seq {
 	uint32_t iterations;    /* LOOP: iteration starts seen after the first pass */
 	uint16_t lru_prev, lru_next;   /* all live sequences, least recently used first */
 	uint16_t list_prev, list_next; /* the class list: SEQ by age, HOT by recency, LOOP by period */
+	uint16_t scan;          /* a re-read: the SEQ sequence it re-reads, cut when the re-read runs on */
 	uint8_t cls;            /* enum llmcache_class */
 	uint8_t live;
+	uint8_t reread;         /* HOT that grows into LOOP, not SEQ: it re-reads blocks seen before */
 };
 
 /* What one block access did, for the caller's cache and statistics. */
@@ -58,11 +61,11 @@ enum llc_event {
 	LLC_EV_NEW_HOT,      /* never seen: a new HOT sequence */
 	LLC_EV_HOT_TOUCH,    /* re-reference of a HOT sequence */
 	LLC_EV_TO_LOOP,      /* a SEQ was re-read from its start and became a LOOP */
-	LLC_EV_SPLIT_LOOP,   /* a SEQ was re-read from the middle: a new LOOP starts there */
+	LLC_EV_REREAD,       /* a SEQ re-read from the middle: a HOT re-read that is a LOOP if it runs on */
 	LLC_EV_ITERATION,    /* a LOOP restarted from its first block: a new iteration */
 	LLC_EV_SKIP,         /* a forward jump inside a SEQ or LOOP */
 	LLC_EV_NOISE,        /* a backward re-reference inside a LOOP that is not a restart */
-	LLC_EV_SEEN_AGAIN,   /* a block seen before whose sequence was recycled: a new LOOP */
+	LLC_EV_SEEN_AGAIN,   /* a block seen before whose sequence was recycled: a HOT re-read */
 };
 
 struct llc_core;

@@ -169,27 +169,50 @@ static void core_access__loop_restart__new_iteration_with_period(void **state)
 	free(c);
 }
 
-static void core_access__seq_reread_from_middle__tail_becomes_loop(void **state)
+static void core_access__seq_reread_from_middle__run_on_becomes_loop_and_cuts_scan(void **state)
 {
 	struct llc_core *c = default_core();
 	struct llc_verdict v;
 
-	sweep(c, FILE_A, 0, 100); /* config scan + weights in one file */
+	sweep(c, FILE_A, 0, 100); /* a file scanned whole at start-up: header + weights */
 	v = llc_access(c, FILE_A, 60, 0);
-	assert_int_equal(v.event, LLC_EV_SPLIT_LOOP);
+	assert_int_equal(v.event, LLC_EV_REREAD);
+	assert_int_equal(v.cls, LLMCACHE_CLASS_HOT);
+	assert_int_equal(seq_of(c, FILE_A, 0)->end, 99); /* not cut yet: it may be a random lookup */
+	v = sweep(c, FILE_A, 61, 3);
+	assert_int_equal(v.cls, LLMCACHE_CLASS_HOT);
+	v = llc_access(c, FILE_A, 64, 0); /* past hot_promote_blocks: a re-read that runs on is a loop */
+	assert_int_equal(v.event, LLC_EV_EXTEND);
 	assert_int_equal(v.cls, LLMCACHE_CLASS_LOOP);
 	assert_int_equal(seq_of(c, FILE_A, 0)->end, 59);
 	assert_int_equal(seq_of(c, FILE_A, 0)->cls, LLMCACHE_CLASS_SEQ);
-	/* The old tail is claimed by the loop as it is re-read. */
-	v = sweep(c, FILE_A, 61, 39);
+	assert_int_equal(llc_seq_get(c, v.seq)->iterations, 1);
+	/* The rest of the old tail is claimed by the loop as it is re-read. */
+	v = sweep(c, FILE_A, 65, 35);
 	assert_int_equal(v.event, LLC_EV_EXTEND);
 	assert_int_equal(seq_of(c, FILE_A, 99)->start, 60);
 	assert_int_equal(seq_of(c, FILE_A, 99)->end, 99);
-	assert_int_equal(seq_of(c, FILE_A, 99)->cls, LLMCACHE_CLASS_LOOP);
 	/* The next pass restarts at the loop's first block, not the file's. */
 	v = llc_access(c, FILE_A, 60, 0);
 	assert_int_equal(v.event, LLC_EV_ITERATION);
 	assert_int_equal(llc_seq_get(c, v.seq)->period_vt, 40);
+	free(c);
+}
+
+static void core_access__random_rereads_of_scanned_file__stay_hot(void **state)
+{
+	struct llc_core *c = default_core();
+	static const uint64_t lookups[] = { 17, 3, 200, 17, 90, 3, 201, 17 };
+
+	sweep(c, FILE_B, 0, 256); /* the tokenizer is loaded whole */
+	for (unsigned i = 0; i < sizeof(lookups) / sizeof(lookups[0]); i++) {
+		struct llc_verdict v = llc_access(c, FILE_B, lookups[i], 0);
+
+		assert_int_equal(v.cls, LLMCACHE_CLASS_HOT);
+		sweep(c, FILE_A, i * 1000, 100); /* weights in between */
+	}
+	assert_int_equal(llc_access(c, FILE_B, 17, 0).event, LLC_EV_HOT_TOUCH);
+	assert_int_equal(llc_class_count(c, LLMCACHE_CLASS_LOOP), 0);
 	free(c);
 }
 
@@ -305,6 +328,9 @@ static void core_table_full__least_recent_sequence__recycled(void **state)
 	/* Block 100 was seen: coming back, it counts as a re-reference. */
 	v = llc_access(c, FILE_A, 100, 0);
 	assert_int_equal(v.event, LLC_EV_SEEN_AGAIN);
+	assert_int_equal(v.cls, LLMCACHE_CLASS_HOT);
+	/* ... a re-read: running on, it is a loop, not a scan. */
+	v = sweep(c, FILE_A, 101, 4);
 	assert_int_equal(v.cls, LLMCACHE_CLASS_LOOP);
 	free(c);
 }
@@ -517,7 +543,8 @@ int main(void)
 		cmocka_unit_test(core_access__hot_neighbour_outside_window__stays_separate),
 		cmocka_unit_test(core_access__seq_reread_from_start__becomes_loop),
 		cmocka_unit_test(core_access__loop_restart__new_iteration_with_period),
-		cmocka_unit_test(core_access__seq_reread_from_middle__tail_becomes_loop),
+		cmocka_unit_test(core_access__seq_reread_from_middle__run_on_becomes_loop_and_cuts_scan),
+		cmocka_unit_test(core_access__random_rereads_of_scanned_file__stay_hot),
 		cmocka_unit_test(core_access__back_to_back_loops__both_iterate),
 		cmocka_unit_test(core_access__loop_forward_jump__skip_keeps_loop),
 		cmocka_unit_test(core_access__loop_noise_behind_cursor__changes_nothing),
