@@ -33,6 +33,24 @@ public:
 	}
 	const V *find(uint64_t key) const { return const_cast<FlatMap *>(this)->find(key); }
 
+	// The value of key, inserted as V{} if absent (inserted says which): one probe for a miss that is
+	// then filled in, where find() + put() take two. The reference is valid until the next change.
+	V &find_or_insert(uint64_t key, bool &inserted)
+	{
+		if ((size_ + 1) * 2 > slots_.size())
+			grow();
+		uint64_t i = hash(key) & mask_;
+		for (; slots_[i].key != empty_key; i = (i + 1) & mask_)
+			if (slots_[i].key == key) {
+				inserted = false;
+				return slots_[i].value;
+			}
+		slots_[i] = Slot{key, V{}};
+		size_++;
+		inserted = true;
+		return slots_[i].value;
+	}
+
 	// Insert or overwrite; returns the stored value.
 	V &put(uint64_t key, V value)
 	{

@@ -20,19 +20,21 @@ public:
 
 	bool access(const Request &r) override
 	{
-		if (const uint32_t *n = map_.find(r.key)) {
-			links_.move_to_front(list_, *n);
+		bool inserted;
+		uint32_t &slot = map_.find_or_insert(r.key, inserted);
+		if (!inserted) {
+			links_.move_to_front(list_, slot);
 			return true;
 		}
 		uint32_t n;
 		if (list_.size < capacity_) {
-			n = links_.add(r.key);
+			n = slot = links_.add(r.key);
 		} else {
-			n = links_.pop_back(list_);
-			map_.erase(links_.key(n));
+			n = slot = links_.pop_back(list_);
+			uint64_t victim = links_.key(n);
 			links_.set_key(n, r.key);
+			map_.erase(victim); // last: erasing may move the new key's slot
 		}
-		map_.put(r.key, n);
 		links_.push_front(list_, n);
 		return false;
 	}
