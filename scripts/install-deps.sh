@@ -4,7 +4,7 @@
 # Usage: scripts/install-deps.sh [build|all]   (build: what the userspace build and tests need)
 set -euo pipefail
 
-build_packages=(build-essential cmake pkg-config libcmocka-dev libboost-program-options-dev strace)
+build_packages=(build-essential cmake pkg-config libcmocka-dev libboost-program-options-dev strace python3)
 packages=("${build_packages[@]}")
 
 missing=()

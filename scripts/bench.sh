@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# make bench: speed and memory of the simulator and the policy core, and the hit-ratio table of the
+# paper's four app workloads (llm against every baseline and Belady). Figures are printed with the
+# machine they ran on; Documentation/evaluation.md records them.
+# Usage: scripts/bench.sh BIN_DIR TESTS_DIR RESULTS_DIR
+set -euo pipefail
+bin=${1:?usage: bench.sh BIN_DIR TESTS_DIR RESULTS_DIR}
+tests=${2:?usage: bench.sh BIN_DIR TESTS_DIR RESULTS_DIR}
+out=${3:?usage: bench.sh BIN_DIR TESTS_DIR RESULTS_DIR}/bench
+mkdir -p "$out"
+
+echo "=== Replay throughput, core cost, memory (10.5 M block accesses of a decoder) ==="
+"$tests/bench_core" | tee "$out/core.txt"
+
+echo
+echo "=== Trace loading: native reader and replay of a 10 M-access trace ==="
+"$bin/llmworkload" decoder --weights-size 128MiB --tokenizer-size 2MiB --config-size 16MiB --tokens 320 \
+	--access pread --trace "$out/decoder-10M.trace" >/dev/null
+/usr/bin/time -f "llmreplay, lru + llm at 50%%, 1 thread: %e s wall, %M KiB max RSS" \
+	"$bin/llmreplay" "$out/decoder-10M.trace" -p lru,llm -s 50% -j 1 --progress never | tail -n 4
+
+for app in ai-notes ai-translate text-embedder text-classification; do
+	echo
+	echo "=== Hit ratio (%): $app, every policy ==="
+	"$bin/llmworkload" app "$app" --trace "$out/$app.trace" >/dev/null
+	"$bin/llmreplay" "$out/$app.trace" --progress never --csv "$out/$app.csv" | sed -n '/^hit ratio/,/^$/p'
+done
