@@ -1,15 +1,26 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Install the Debian packages llmcache needs (Debian 12). Fast when they are already there.
-# Usage: scripts/install-deps.sh [build|all]   (build: what the userspace build and tests need)
+# Install the Debian packages llmcache needs (Debian 12). The lists are scripts/deps/*.list, one per
+# part of the project: one package per line, '#' comments; NAME/bookworm-backports takes the package
+# from bookworm-backports, which is enabled first when a list asks for it. Fast when all is installed.
+# Usage: scripts/install-deps.sh [LIST...]   (default: every list)
 set -euo pipefail
+cd "$(dirname "$0")/deps"
+lists=("$@")
+[ ${#lists[@]} -gt 0 ] || lists=(*.list)
 
-build_packages=(build-essential cmake pkg-config libcmocka-dev libboost-program-options-dev strace python3)
-packages=("${build_packages[@]}")
+wanted=()
+for list in "${lists[@]}"; do
+	[ -f "$list" ] || list="$list.list"
+	while read -r line; do
+		line=${line%%#*}
+		[ -n "${line// }" ] && wanted+=($line)
+	done <"$list"
+done
 
 missing=()
-for p in "${packages[@]}"; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+for spec in "${wanted[@]}"; do
+	dpkg-query -W -f='${Status}' "${spec%%/*}" 2>/dev/null | grep -q 'install ok installed' || missing+=("$spec")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
@@ -18,7 +29,18 @@ if [ "$(id -u)" -ne 0 ]; then
 	echo "Run 'sudo make deps' (or install them with apt-get) and try again." >&2
 	exit 1
 fi
-echo "Installing Debian packages: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+backports=/etc/apt/sources.list.d/llmcache-bookworm-backports.sources
+if [[ " ${missing[*]}" == */bookworm-backports* ]] && ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+	echo "Enabling bookworm-backports (for the 6.12 kernel and newer BPF tools) in $backports"
+	cat >"$backports" <<SOURCES
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SOURCES
+fi
+echo "Installing Debian packages: ${missing[*]}"
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}"
