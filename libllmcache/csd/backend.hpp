@@ -56,8 +56,8 @@ void score_page(const KvGeometry &g, Estimator est, const float *q, const uint8_
 
 // Defaults from published SmartSSD figures (Documentation/kv.md, "Backends").
 struct EmulatedConfig {
-	double internal_bandwidth = 3.0e9; // bytes/s, flash to FPGA through the internal switch
-	double compute_rate = 38.4e9;	   // multiply-accumulates/s of the scoring kernel
+	double internal_bandwidth = 4.0e9; // bytes/s flash to FPGA: HillInfer Sec. 4.2, "approximately 4 GB/s"
+	double compute_rate = 9.6e9;	   // MAC/s: 32 lanes (one 512-bit beat of fp16) x 300 MHz, an assumption
 };
 
 struct BackendConfig {

@@ -16,6 +16,7 @@
 #define CSD_MAX_DIMS (CSD_MAX_KV_HEADS * CSD_MAX_HEAD_DIM)
 #define CSD_MAX_TOKENS (1u << 20)
 #define CSD_MAX_BLOCK 1024
+#define CSD_LANES 16 // partial sums per dot product: breaks the floating-point add dependency
 
 enum csd_dtype : uint32_t { CSD_FP32 = 0, CSD_FP16 = 1, CSD_BF16 = 2 };
 
@@ -35,27 +36,25 @@ static inline float csd_bits_to_float(uint32_t b)
 	return c.f;
 }
 
-// IEEE binary16 -> binary32, exact for every input (normals, subnormals, inf, NaN).
+static inline uint32_t csd_float_bits(float f)
+{
+	union {
+		float f;
+		uint32_t u;
+	} c;
+	c.f = f;
+	return c.u;
+}
+
+// IEEE binary16 -> binary32, exact for every input, without loops or data-dependent branches: the
+// exponent and mantissa bits move into float position, which reads as the half's value times 2^-112
+// (a subnormal half becomes a float subnormal of the same significand), and one multiplication by
+// 2^112 rebiases it exactly. Inf and NaN get the all-ones exponent.
 static inline float csd_half_to_float(uint16_t h)
 {
-	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
-	if (exp == 0x1f)
-		return csd_bits_to_float(sign | 0x7f800000u | (man << 13));
-	if (exp != 0)
-		return csd_bits_to_float(sign | ((exp + 112) << 23) | (man << 13));
-	if (man == 0)
-		return csd_bits_to_float(sign);
-	uint32_t e = 113; // a subnormal is man * 2^-24: shift the leading one up to bit 10
-	for (int i = 0; i < 10; i++) {
-#ifdef __SYNTHESIS__
-#pragma HLS UNROLL
-#endif
-		if (man & 0x400u)
-			break;
-		man <<= 1;
-		e--;
-	}
-	return csd_bits_to_float(sign | (e << 23) | ((man & 0x3ffu) << 13));
+	const float mag = csd_bits_to_float((uint32_t)(h & 0x7fffu) << 13) * csd_bits_to_float(0x77800000u);
+	const uint32_t special = (h & 0x7c00u) == 0x7c00u ? 0x7f800000u : 0u;
+	return csd_bits_to_float(((uint32_t)(h & 0x8000u) << 16) | csd_float_bits(mag) | special);
 }
 
 static inline float csd_bf16_to_float(uint16_t h) { return csd_bits_to_float((uint32_t)h << 16); }

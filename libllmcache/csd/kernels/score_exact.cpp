@@ -7,6 +7,8 @@
  * selected KV crosses PCIe. With grouped-query attention query head h reads KV head h / (q_heads /
  * kv_heads); summing the query heads of a group first gives the same sum with kv_heads dot products
  * per token instead of q_heads. Keys are [token][kv_head][dim] in fp32, fp16 or bf16 (kernel_common.h).
+ * Each dot product keeps CSD_LANES partial sums (one per unrolled lane, as an II=1 pipeline needs), so
+ * its rounding differs from a sequential sum but is the same wherever this source runs.
  * After each block of block_tokens tokens the kernel stores the block count in *blocks_done, so a
  * consumer polling that word can merge each block as soon as it is complete.
  *
@@ -22,6 +24,63 @@ static inline void publish(uint32_t *blocks_done, uint32_t n)
 #else
 	__atomic_store_n(blocks_done, n, __ATOMIC_RELEASE);
 #endif
+}
+
+template <uint32_t DT> static inline float key_at(const uint32_t *w, uint64_t i)
+{
+	if (DT == CSD_FP32)
+		return csd_bits_to_float(w[i]);
+	const uint16_t h = (uint16_t)(w[i >> 1] >> ((i & 1) * 16));
+	return DT == CSD_FP16 ? csd_half_to_float(h) : csd_bf16_to_float(h);
+}
+
+// q . k for one token, in CSD_LANES partial sums. 16-bit keys whose row starts on a word boundary are
+// taken two per word read.
+template <uint32_t DT> static float dot(const float *qg, const uint32_t *keys, uint64_t row, uint32_t dims)
+{
+	float part[CSD_LANES];
+	for (uint32_t l = 0; l < CSD_LANES; l++)
+		part[l] = 0.0f;
+	const bool pairs = DT != CSD_FP32 && (row & 1) == 0;
+	for (uint32_t i = 0; i < CSD_MAX_DIMS; i += CSD_LANES) {
+#ifdef __SYNTHESIS__
+#pragma HLS PIPELINE II = 1
+#endif
+		if (i >= dims)
+			break;
+		if (i + CSD_LANES > dims) {
+			for (uint32_t l = 0; l < CSD_LANES; l++)
+				if (i + l < dims)
+					part[l] += qg[i + l] * key_at<DT>(keys, row + i + l);
+		} else if (pairs) {
+			const uint32_t *w = keys + ((row + i) >> 1);
+#ifdef __SYNTHESIS__
+#pragma HLS UNROLL
+#else
+#pragma GCC unroll 8
+#endif
+			for (uint32_t l = 0; l < CSD_LANES; l += 2) {
+				const uint32_t x = w[l >> 1];
+				const float lo = DT == CSD_FP16 ? csd_half_to_float((uint16_t)x) : csd_bf16_to_float((uint16_t)x);
+				const float hi = DT == CSD_FP16 ? csd_half_to_float((uint16_t)(x >> 16))
+								: csd_bf16_to_float((uint16_t)(x >> 16));
+				part[l] += qg[i + l] * lo;
+				part[l + 1] += qg[i + l + 1] * hi;
+			}
+		} else {
+#ifdef __SYNTHESIS__
+#pragma HLS UNROLL
+#else
+#pragma GCC unroll 16
+#endif
+			for (uint32_t l = 0; l < CSD_LANES; l++)
+				part[l] += qg[i + l] * key_at<DT>(keys, row + i + l);
+		}
+	}
+	float acc = 0.0f;
+	for (uint32_t l = 0; l < CSD_LANES; l++)
+		acc += part[l];
+	return acc;
 }
 
 extern "C" void score_exact(const float *q, const uint32_t *keys, uint32_t n_tokens, uint32_t first_pos,
@@ -75,16 +134,10 @@ extern "C" void score_exact(const float *q, const uint32_t *keys, uint32_t n_tok
 #endif
 		if (t >= n_tokens)
 			break;
-		float acc = 0.0f;
 		const uint64_t row = (uint64_t)t * dims;
-		for (uint32_t i = 0; i < CSD_MAX_DIMS; i++) {
-#ifdef __SYNTHESIS__
-#pragma HLS PIPELINE II = 1
-#endif
-			if (i >= dims)
-				break;
-			acc += qg[i] * csd_key(keys, row + i, dtype);
-		}
+		const float acc = dtype == CSD_FP32   ? dot<CSD_FP32>(qg, keys, row, dims)
+				  : dtype == CSD_FP16 ? dot<CSD_FP16>(qg, keys, row, dims)
+						      : dot<CSD_BF16>(qg, keys, row, dims);
 		out[t].pos = first_pos + t;
 		out[t].score = acc;
 		if ((t + 1) % block_tokens == 0 || t + 1 == n_tokens)
