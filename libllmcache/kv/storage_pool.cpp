@@ -9,12 +9,22 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <random>
 
 namespace llmcache::kv {
 
 static std::string errstr(int e) { return std::strerror(e < 0 ? -e : e); }
+
+namespace {
+// Adds the lifetime of the object to a nanosecond counter.
+struct Timer {
+	uint64_t &ns;
+	std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+	~Timer() { ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count(); }
+};
+} // namespace
 
 int StoragePool::open(const StorageConfig &cfg, std::unique_ptr<StoragePool> &out, std::string &err)
 {
@@ -139,6 +149,7 @@ int StoragePool::run(size_t n, const Prep &prep, const Done &done)
 
 int StoragePool::write(std::span<const SlabWrite> slabs, std::vector<int64_t> &result, std::string &err)
 {
+	Timer timer{stats_.write_ns};
 	result.assign(slabs.size(), -ENOSPC);
 	const uint64_t sb = cfg_.slab_bytes;
 	int first = 0;
@@ -208,6 +219,7 @@ int StoragePool::write(std::span<const SlabWrite> slabs, std::vector<int64_t> &r
 int StoragePool::read(std::span<const SlabRead> slabs, const std::function<int(size_t, const uint8_t *)> &fn,
 		      std::string &err)
 {
+	Timer timer{stats_.read_ns};
 	const uint64_t sb = cfg_.slab_bytes;
 	int first = 0;
 	int r = run(

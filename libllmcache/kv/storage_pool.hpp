@@ -44,6 +44,7 @@ struct SlabRead {
 
 struct StorageStats {
 	uint64_t slabs_written = 0, slabs_read = 0, bytes_written = 0, bytes_read = 0, errors = 0;
+	uint64_t write_ns = 0, read_ns = 0; // wall time inside write() and read(): I/O plus checksums
 };
 
 class StoragePool {
