@@ -42,7 +42,7 @@ int KvStore::open(const KvShape &shape, const KvOptions &opt, std::unique_ptr<Kv
 	s->tokens_.assign(shape.layers, 0);
 	if (!opt.device.empty()) {
 		const uint64_t payload = std::max(s->geo_.k_payload(opt.page_tokens), opt.page_tokens * s->geo_.row_bytes());
-		StorageConfig sc{opt.device, opt.device_capacity,
+		StorageConfig sc{opt.device, opt.device_offset, opt.device_capacity,
 				 (sizeof(SlabHeader) + payload + SLAB_ALIGN - 1) / SLAB_ALIGN * SLAB_ALIGN, opt.queue_depth};
 		if (int r = StoragePool::open(sc, s->pool_, err))
 			return r;

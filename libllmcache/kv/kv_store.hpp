@@ -34,6 +34,7 @@ struct KvShape {
 struct KvOptions {
 	uint64_t cpu_budget = 256ull << 20; // bytes of KV pages kept in memory
 	std::string device;		    // storage pool: block device or file; empty = memory only
+	uint64_t device_offset = 0;	    // first byte of the device to use (multiple of 4096)
 	uint64_t device_capacity = 0;	    // bytes of the device to use; 0 = all
 	uint32_t page_tokens = 32, sink_tokens = 4, recent_tokens = 64, score_block = 64;
 	unsigned queue_depth = 32;

@@ -28,8 +28,8 @@ struct Timer {
 
 int StoragePool::open(const StorageConfig &cfg, std::unique_ptr<StoragePool> &out, std::string &err)
 {
-	if (cfg.slab_bytes == 0 || cfg.slab_bytes % SLAB_ALIGN || cfg.queue_depth == 0) {
-		err = "storage pool: slab size must be a positive multiple of 4096 and the queue depth positive";
+	if (cfg.slab_bytes == 0 || cfg.slab_bytes % SLAB_ALIGN || cfg.offset % SLAB_ALIGN || cfg.queue_depth == 0) {
+		err = "storage pool: slab size and offset must be multiples of 4096 and the queue depth positive";
 		return -EINVAL;
 	}
 	std::unique_ptr<StoragePool> p(new StoragePool());
@@ -61,6 +61,7 @@ int StoragePool::open(const StorageConfig &cfg, std::unique_ptr<StoragePool> &ou
 		err = cfg.path + " is neither a block device nor a regular file";
 		return -ENODEV;
 	}
+	size = size > cfg.offset ? size - cfg.offset : 0;
 	if (cfg.capacity && cfg.capacity < size)
 		size = cfg.capacity;
 	p->slots_ = size / cfg.slab_bytes;
@@ -105,7 +106,7 @@ StoragePool::~StoragePool()
 		close(fd_);
 }
 
-void StoragePool::release(uint64_t offset) { free_.push_back(offset / cfg_.slab_bytes); }
+void StoragePool::release(uint64_t offset) { free_.push_back((offset - cfg_.offset) / cfg_.slab_bytes); }
 
 // Keeps up to queue_depth requests in flight, one registered buffer each, until all n are done.
 int StoragePool::run(size_t n, const Prep &prep, const Done &done)
@@ -171,7 +172,7 @@ int StoragePool::write(std::span<const SlabWrite> slabs, std::vector<int64_t> &r
 						 "device or raise the CPU budget");
 			continue;
 		}
-		result[i] = (int64_t)(free_.back() * sb);
+		result[i] = (int64_t)(cfg_.offset + free_.back() * sb);
 		free_.pop_back();
 		todo.push_back(i);
 	}

@@ -22,7 +22,8 @@ namespace llmcache::kv {
 
 struct StorageConfig {
 	std::string path;
-	uint64_t capacity = 0;	 // bytes of the device to use; 0 = all of it
+	uint64_t offset = 0;	 // first byte of the device this pool uses (a multiple of 4096)
+	uint64_t capacity = 0;	 // bytes of the device to use from offset; 0 = all the rest
 	uint64_t slab_bytes = 0; // multiple of SLAB_ALIGN
 	unsigned queue_depth = 32;
 };
