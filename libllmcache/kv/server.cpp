@@ -282,9 +282,11 @@ std::string Server::handle(Conn &c, const uint8_t *buf, size_t len, int fd, prot
 		if ((r.status = s->kv->select(q.layer, reinterpret_cast<const float *>(s->shm + s->layout.q), q.budget, sel)))
 			return s->kv->error();
 		const size_t n = sel.positions.size();
-		std::memcpy(s->shm + s->layout.positions, sel.positions.data(), 4 * n);
-		std::memcpy(s->shm + s->layout.out_k, sel.k.data(), n * row);
-		std::memcpy(s->shm + s->layout.out_v, sel.v.data(), n * row);
+		if (n) {
+			std::memcpy(s->shm + s->layout.positions, sel.positions.data(), 4 * n);
+			std::memcpy(s->shm + s->layout.out_k, sel.k.data(), n * row);
+			std::memcpy(s->shm + s->layout.out_v, sel.v.data(), n * row);
+		}
 		r.count = (uint32_t)n;
 		return {};
 	}
