@@ -43,17 +43,21 @@ int KvStore::open(const KvShape &shape, const KvOptions &opt, std::unique_ptr<Kv
 	if (!opt.device.empty()) {
 		const uint64_t payload = std::max(s->geo_.k_payload(opt.page_tokens), opt.page_tokens * s->geo_.row_bytes());
 		StorageConfig sc{opt.device, opt.device_offset, opt.device_capacity,
-				 (sizeof(SlabHeader) + payload + SLAB_ALIGN - 1) / SLAB_ALIGN * SLAB_ALIGN, opt.queue_depth};
+				 (sizeof(SlabHeader) + payload + SLAB_ALIGN - 1) / SLAB_ALIGN * SLAB_ALIGN, opt.queue_depth,
+				 opt.io_uring};
 		if (int r = StoragePool::open(sc, s->pool_, err))
 			return r;
+		s->note_ = s->pool_->note();
 		csd::BackendConfig bc;
 		bc.name = opt.backend;
 		bc.geometry = s->geo_;
 		bc.pool = s->pool_.get();
 		bc.emulated = opt.emulated;
 		bc.xclbin = opt.xclbin;
-		if (int r = csd::make_backend(bc, s->backend_, err, s->note_))
+		std::string note;
+		if (int r = csd::make_backend(bc, s->backend_, err, note))
 			return r;
+		s->note_ += (s->note_.empty() || note.empty() ? "" : "; ") + note;
 	}
 	out = std::move(s);
 	return 0;

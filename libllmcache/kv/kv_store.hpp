@@ -38,6 +38,7 @@ struct KvOptions {
 	uint64_t device_capacity = 0;	    // bytes of the device to use; 0 = all
 	uint32_t page_tokens = 32, sink_tokens = 4, recent_tokens = 64, score_block = 64;
 	unsigned queue_depth = 32;
+	bool io_uring = true; // false: synchronous pread/pwrite
 	csd::Estimator estimator = csd::Estimator::Exact;
 	std::string backend = "none"; // none, emulated, xrt
 	csd::EmulatedConfig emulated;
@@ -75,7 +76,7 @@ public:
 	int64_t slab_offset(uint32_t layer, uint32_t pos, SlabKind kind) const;
 	const std::string &error() const { return err_; }
 	const char *backend_name() const { return backend_ ? backend_->name() : "none"; }
-	const std::string &backend_note() const { return note_; }
+	const std::string &backend_note() const { return note_; } // fallbacks taken at open, one line
 	KvStats stats() const;
 	uint64_t row_bytes() const { return geo_.row_bytes(); }
 

@@ -80,20 +80,22 @@ int StoragePool::open(const StorageConfig &cfg, std::unique_ptr<StoragePool> &ou
 	if (b == MAP_FAILED)
 		return err = "cannot allocate " + std::to_string(p->bufs_len_) + " bytes of I/O buffers", -ENOMEM;
 	p->bufs_ = static_cast<uint8_t *>(b);
-	int r = p->ring_.init(cfg.queue_depth);
-	if (r < 0)
-		return err = "cannot set up io_uring (queue depth " + std::to_string(cfg.queue_depth) + "): " + errstr(r) +
-			     "; is io_uring disabled (sysctl kernel.io_uring_disabled)?",
-		       r;
+	int r = cfg.use_io_uring ? p->ring_.init(cfg.queue_depth) : -EPERM;
 	std::vector<iovec> iov(cfg.queue_depth);
 	for (unsigned i = 0; i < cfg.queue_depth; i++)
 		iov[i] = {p->bufs_ + (size_t)i * cfg.slab_bytes, cfg.slab_bytes};
-	if ((r = p->ring_.register_buffers(iov.data(), cfg.queue_depth)) < 0)
-		return err = "cannot register " + std::to_string(p->bufs_len_) + " bytes of I/O buffers: " + errstr(r) +
-			     " (RLIMIT_MEMLOCK too low?)",
-		       r;
-	if ((r = p->ring_.register_file(p->fd_)) < 0)
-		return err = "cannot register " + cfg.path + " with io_uring: " + errstr(r), r;
+	const char *step = "set up io_uring";
+	if (r == 0 && (r = p->ring_.register_buffers(iov.data(), cfg.queue_depth)) < 0)
+		step = "register the I/O buffers with io_uring (RLIMIT_MEMLOCK too low?)";
+	else if (r == 0 && (r = p->ring_.register_file(p->fd_)) < 0)
+		step = "register the device with io_uring";
+	if (r < 0) {
+		// Containers often forbid io_uring (seccomp, kernel.io_uring_disabled): stay correct, slower.
+		p->sync_ = true;
+		p->note_ = cfg.use_io_uring ? std::string("cannot ") + step + ": " + errstr(r) +
+						      "; the storage pool uses synchronous pread/pwrite"
+					    : "io_uring off by configuration: the storage pool uses synchronous pread/pwrite";
+	}
 	out = std::move(p);
 	return 0;
 }
@@ -111,6 +113,20 @@ void StoragePool::release(uint64_t offset) { free_.push_back((offset - cfg_.offs
 // Keeps up to queue_depth requests in flight, one registered buffer each, until all n are done.
 int StoragePool::run(size_t n, const Prep &prep, const Done &done)
 {
+	if (sync_) {
+		int first = 0;
+		for (size_t i = 0; i < n; i++) {
+			io_uring_sqe sqe{};
+			prep(i, 0, &sqe);
+			void *buf = reinterpret_cast<void *>((uintptr_t)sqe.addr);
+			const ssize_t r = sqe.opcode == IORING_OP_WRITE_FIXED ? pwrite(fd_, buf, sqe.len, (off_t)sqe.off)
+									   : pread(fd_, buf, sqe.len, (off_t)sqe.off);
+			const int e = done(i, 0, r < 0 ? -errno : (int)r);
+			if (e < 0 && !first)
+				first = e;
+		}
+		return first;
+	}
 	std::vector<unsigned> idle;
 	for (unsigned b = cfg_.queue_depth; b-- > 0;)
 		idle.push_back(b);

@@ -26,6 +26,7 @@ struct StorageConfig {
 	uint64_t capacity = 0;	 // bytes of the device to use from offset; 0 = all the rest
 	uint64_t slab_bytes = 0; // multiple of SLAB_ALIGN
 	unsigned queue_depth = 32;
+	bool use_io_uring = true; // false: synchronous pread/pwrite (also the fallback when io_uring is refused)
 };
 
 // One slab to write: its identity and its payload as up to two pieces laid end to end.
@@ -68,6 +69,7 @@ public:
 	uint64_t slots_free() const { return free_.size(); }
 	uint64_t pool_id() const { return pool_id_; }
 	const StorageStats &stats() const { return stats_; }
+	const std::string &note() const { return note_; } // why the pool runs without io_uring, if it does
 
 private:
 	StoragePool() = default;
@@ -82,6 +84,8 @@ private:
 	uint8_t *bufs_ = nullptr;
 	size_t bufs_len_ = 0;
 	Uring ring_;
+	bool sync_ = false;
+	std::string note_;
 	StorageStats stats_;
 };
 

@@ -152,9 +152,15 @@ Data make_data(KvStore &kv, const KvShape &s, uint32_t n, int mode, uint32_t see
 
 void spill_restore__small_budget__bit_identical(void **)
 {
-	for (uint32_t dt : {CSD_FP16, CSD_FP32, CSD_BF16}) {
+	for (uint32_t dt : {0u + CSD_FP16, 0u + CSD_FP32, 0u + CSD_BF16, 3u}) {
+		const bool uring = dt != 3; // the last round: fp16 through the synchronous pread/pwrite path
+		if (!uring)
+			dt = CSD_FP16;
 		const KvShape s = shape(dt);
-		auto kv = open_store(s, options(make_device(16 << 20), "none", dt));
+		KvOptions o = options(make_device(16 << 20), "none", dt);
+		o.io_uring = uring;
+		auto kv = open_store(s, o);
+		assert_int_equal(kv->backend_note().empty(), uring);
 		const uint32_t n = 500;
 		Data d = make_data(*kv, s, n, 0, 1 + dt);
 		const KvStats st = kv->stats();
