@@ -67,6 +67,8 @@ KvStore::~KvStore() = default;
 
 int KvStore::append(uint32_t layer, const void *k, const void *v)
 {
+	if (pending_.active)
+		return set_error(-EBUSY, "append while a select is pending: call select_end first");
 	if (layer >= shape_.layers)
 		return set_error(-EINVAL, "layer " + std::to_string(layer) + " out of range (the model has " +
 					     std::to_string(shape_.layers) + ")");
@@ -225,47 +227,73 @@ int KvStore::read(uint32_t layer, uint32_t pos, void *k, void *v)
 
 int KvStore::select(uint32_t layer, const float *q, uint32_t budget, KvSelection &out)
 {
-	out = {};
+	const int r = select_begin(layer, q, budget);
+	return r < 0 ? (out = {}, r) : select_end(out);
+}
+
+int KvStore::select_begin(uint32_t layer, const float *q, uint32_t budget)
+{
+	if (pending_.active)
+		return set_error(-EBUSY, "a select is already pending: finish it with select_end first");
 	if (layer >= shape_.layers)
 		return set_error(-EINVAL, "layer " + std::to_string(layer) + " out of range");
-	stats_.selects++;
-	const uint32_t n = tokens_[layer], P = opt_.page_tokens;
-	const uint32_t sink = std::min(opt_.sink_tokens, n);
-	const uint32_t recent_from = std::max(sink, n > opt_.recent_tokens ? n - opt_.recent_tokens : 0);
-	const uint32_t kept = sink + (n - recent_from);
-	const size_t k = budget > kept ? budget - kept : 0;
-	ScoreMerge merge(k, sink, recent_from);
-	auto add = [&](const csd_score *s, size_t cnt) { merge.add(s, cnt); };
-	if (k > 0) {
-		// Pages wholly inside the kept ranges need no score.
-		auto scored = [&](uint32_t pg) { return (pg + 1) * P > sink && pg * P < recent_from; };
+	Pending &pd = pending_;
+	pd = {};
+	pd.layer = layer;
+	pd.n = tokens_[layer];
+	pd.sink = std::min(opt_.sink_tokens, pd.n);
+	pd.recent_from = std::max(pd.sink, pd.n > opt_.recent_tokens ? pd.n - opt_.recent_tokens : 0);
+	const uint32_t kept = pd.sink + (pd.n - pd.recent_from);
+	pd.k = budget > kept ? budget - kept : 0;
+	pd.q.assign(q, q + (size_t)shape_.q_heads * shape_.head_dim);
+	if (pd.k > 0) {
 		csd::ScoreJob job;
-		job.q = q;
+		job.q = pd.q.data();
 		job.layer = layer;
 		job.block_tokens = opt_.score_block;
 		job.estimator = opt_.estimator;
+		const uint32_t P = opt_.page_tokens;
 		for (uint32_t pg = 0; pg < pages_[layer].size(); pg++)
-			if (!pages_[layer][pg].k && scored(pg))
+			if (!pages_[layer][pg].k && pd.scored(pg, P))
 				job.pages.push_back({pg, pg * P, pages_[layer][pg].n_tokens, (uint64_t)pages_[layer][pg].k_off});
-		const bool storage = !job.pages.empty();
-		if (storage && (backend_->submit(job) < 0))
+		if (!job.pages.empty() && backend_->submit(job) < 0)
 			return set_error(-EIO, std::string("cannot start the ") + backend_->name() + " backend");
-		for (uint32_t pg = 0; pg < pages_[layer].size(); pg++) {
+		pd.storage_pages = job.pages.size();
+		for (const auto &pr : job.pages)
+			stats_.scored_storage += pr.n_tokens;
+	}
+	pd.active = true;
+	stats_.selects++;
+	return 0;
+}
+
+int KvStore::select_end(KvSelection &out)
+{
+	out = {};
+	if (!pending_.active)
+		return set_error(-EINVAL, "no select pending: call select_begin first");
+	Pending &pd = pending_;
+	pd.active = false;
+	const uint32_t layer = pd.layer, P = opt_.page_tokens;
+	ScoreMerge merge(pd.k, pd.sink, pd.recent_from);
+	auto add = [&](const csd_score *s, size_t cnt) { merge.add(s, cnt); };
+	if (pd.k > 0) {
+		// The CPU pool is scored here, while the backend scores the spilled pages.
+		for (uint32_t pg = 0; pg < pages_[layer].size() && pg * P < pd.n; pg++) {
 			const Page &p = pages_[layer][pg];
-			if (p.k && scored(pg)) {
-				csd::score_page(geo_, opt_.estimator, q, p.k.get(), pg * P, p.n_tokens, opt_.score_block, add);
+			if (p.k && pd.scored(pg, P)) {
+				csd::score_page(geo_, opt_.estimator, pd.q.data(), p.k.get(), pg * P, std::min(p.n_tokens, pd.n - pg * P),
+						opt_.score_block, add);
 				stats_.scored_cpu += p.n_tokens;
 			}
 		}
-		if (storage) {
+		if (pd.storage_pages) {
 			std::string err;
 			if (int r = backend_->wait(add, err))
 				return set_error(r, err);
-			for (const auto &pr : job.pages)
-				stats_.scored_storage += pr.n_tokens;
 		}
 	}
-	out.positions = merge.select(n);
+	out.positions = merge.select(pd.n);
 	const uint64_t row = geo_.row_bytes(), keys_at = 8ull * geo_.dims();
 	out.k.resize(out.positions.size() * row);
 	out.v.resize(out.positions.size() * row);
@@ -273,7 +301,7 @@ int KvStore::select(uint32_t layer, const float *q, uint32_t budget, KvSelection
 	for (size_t i = 0; i < out.positions.size(); i++) {
 		const uint32_t pos = out.positions[i], pg = pos / P, t = pos % P;
 		Page &p = pages_[layer][pg];
-		if (pos >= sink && pos < recent_from)
+		if (pos >= pd.sink && pos < pd.recent_from)
 			p.hits++;
 		if (p.k) {
 			std::memcpy(&out.k[i * row], p.k.get() + keys_at + t * row, row);
@@ -284,6 +312,19 @@ int KvStore::select(uint32_t layer, const float *q, uint32_t budget, KvSelection
 	}
 	if (need.empty())
 		return 0;
+	// Pool update (HillInfer's bidirectional pools): a fetched page selected clearly more often than the
+	// least selected page the CPU could give up comes back to memory; spill() then evicts the least
+	// selected pages if the budget requires. The margin keeps pages from ping-ponging.
+	uint32_t min_hits = UINT32_MAX;
+	for (uint32_t pg = 0; pg < pages_[layer].size(); pg++) {
+		const Page &p = pages_[layer][pg];
+		if (p.k && p.n_tokens == P && pg * P >= opt_.sink_tokens && (pg + 1) * P <= pd.recent_from)
+			min_hits = std::min(min_hits, p.hits);
+	}
+	auto promote = [&](uint32_t pg) {
+		return pool_ && min_hits != UINT32_MAX && pages_[layer][pg].hits >= min_hits + PROMOTE_MARGIN;
+	};
+	std::vector<Page> incoming(need.size());
 	int r = fetch(layer, need, [&](uint32_t pg, SlabKind kind, const uint8_t *payload) {
 		auto it = std::lower_bound(out.positions.begin(), out.positions.end(), pg * P);
 		for (; it != out.positions.end() && *it < (pg + 1) * P; ++it) {
@@ -293,10 +334,35 @@ int KvStore::select(uint32_t layer, const float *q, uint32_t budget, KvSelection
 			else
 				std::memcpy(&out.v[i * row], payload + t * row, row);
 		}
+		if (!promote(pg))
+			return;
+		Page &in = incoming[std::lower_bound(need.begin(), need.end(), pg) - need.begin()];
+		const size_t len = kind == SlabKind::K ? geo_.k_payload(P) : P * row;
+		auto &buf = kind == SlabKind::K ? in.k : in.v;
+		buf.reset(new uint8_t[len]);
+		std::memcpy(buf.get(), payload, len);
 	});
-	if (r < 0)
+	if (r < 0) {
 		out = {};
-	return r;
+		return r;
+	}
+	for (size_t i = 0; i < need.size(); i++) {
+		if (!incoming[i].k || !incoming[i].v)
+			continue;
+		Page &p = pages_[layer][need[i]];
+		pool_->release((uint64_t)p.k_off);
+		pool_->release((uint64_t)p.v_off);
+		p.k = std::move(incoming[i].k);
+		p.v = std::move(incoming[i].v);
+		p.k_off = p.v_off = -1;
+		stats_.cpu_bytes += page_bytes();
+		stats_.cpu_pages++;
+		stats_.spilled_pages--;
+		stats_.promoted_pages++;
+	}
+	if (stats_.cpu_bytes > opt_.cpu_budget)
+		spill(); // a failure keeps the pages in memory; it is counted and the next append reports it
+	return 0;
 }
 
 KvStats KvStore::stats() const

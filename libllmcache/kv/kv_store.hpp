@@ -52,7 +52,7 @@ struct KvSelection {
 
 struct KvStats {
 	uint64_t cpu_bytes = 0, cpu_pages = 0, spilled_pages = 0, spill_batches = 0, spill_failures = 0;
-	uint64_t fetched_pages = 0, selects = 0, scored_cpu = 0, scored_storage = 0;
+	uint64_t fetched_pages = 0, promoted_pages = 0, selects = 0, scored_cpu = 0, scored_storage = 0;
 	StorageStats storage;
 };
 
@@ -65,8 +65,14 @@ public:
 	// The token is stored even when spilling fails; the return value then says why (-ENOSPC, -EIO).
 	int append(uint32_t layer, const void *k, const void *v);
 	// Selects at most max(budget, sink + recent) tokens of a layer for query q (q_heads * head_dim
-	// floats) and gathers their K and V.
+	// floats) and gathers their K and V. Often-selected spilled pages come back to memory, and the
+	// least selected are spilled if the budget requires it.
 	int select(uint32_t layer, const float *q, uint32_t budget, KvSelection &out);
+	// The same in two halves, so that the storage backend scores layer i+1 while the engine computes
+	// layer i: begin submits the spilled pages to the backend and returns; end scores the CPU pool,
+	// merges, fetches. One select may be pending; appends wait until it ends (-EBUSY).
+	int select_begin(uint32_t layer, const float *q, uint32_t budget);
+	int select_end(KvSelection &out);
 	// Copies one token's K and V out, from memory or from the storage pool.
 	int read(uint32_t layer, uint32_t pos, void *k, void *v);
 
@@ -86,6 +92,15 @@ private:
 		uint32_t n_tokens = 0, hits = 0;
 		int64_t k_off = -1, v_off = -1;
 	};
+	struct Pending {
+		bool active = false;
+		uint32_t layer = 0, n = 0, sink = 0, recent_from = 0;
+		size_t k = 0, storage_pages = 0;
+		std::vector<float> q;
+		// Pages wholly inside the always-kept ranges need no score.
+		bool scored(uint32_t pg, uint32_t P) const { return (pg + 1) * P > sink && pg * P < recent_from; }
+	};
+	static constexpr uint32_t PROMOTE_MARGIN = 2;
 	KvStore() = default;
 	int set_error(int e, std::string msg);
 	int spill();
@@ -102,6 +117,7 @@ private:
 	std::unique_ptr<csd::Backend> backend_;
 	std::string err_, note_;
 	KvStats stats_;
+	Pending pending_;
 };
 
 } // namespace llmcache::kv

@@ -275,6 +275,57 @@ void backends__none_and_emulated__identical_selections(void **)
 	}
 }
 
+void pool_update__page_selected_often__promoted_within_budget(void **)
+{
+	const KvShape s = shape(CSD_FP32, 1);
+	auto kv = open_store(s, options(make_device(16 << 20), "none", CSD_FP32));
+	const uint32_t n = 400;
+	Data d = make_data(*kv, s, n, 2, 21);
+	// A query aligned with token 100's key: its page ranks first every time.
+	std::vector<float> q(s.q_heads * s.head_dim);
+	const float *k100 = reinterpret_cast<const float *>(&d.k[0][100 * kv->row_bytes()]);
+	for (uint32_t h = 0; h < s.q_heads; h++)
+		for (uint32_t x = 0; x < s.head_dim; x++)
+			q[h * s.head_dim + x] = 10.0f * k100[(h / 4) * s.head_dim + x];
+	assert_false(kv->resident(0, 100));
+	KvSelection sel;
+	for (int step = 0; step < 6; step++) {
+		assert_int_equal(kv->select(0, q.data(), 60, sel), 0);
+		assert_true(std::binary_search(sel.positions.begin(), sel.positions.end(), 100u));
+	}
+	assert_true(kv->resident(0, 100));
+	const KvStats st = kv->stats();
+	assert_true(st.promoted_pages > 0);
+	assert_true(st.cpu_bytes <= 12 * page_bytes(CSD_FP32));
+	std::vector<uint8_t> k(kv->row_bytes()), v(kv->row_bytes());
+	for (uint32_t t = 0; t < n; t++) {
+		assert_int_equal(kv->read(0, t, k.data(), v.data()), 0);
+		assert_memory_equal(k.data(), &d.k[0][t * kv->row_bytes()], kv->row_bytes());
+		assert_memory_equal(v.data(), &d.v[0][t * kv->row_bytes()], kv->row_bytes());
+	}
+}
+
+void select_begin_end__split__same_as_select_and_guarded(void **)
+{
+	const KvShape s = shape(CSD_FP16);
+	auto a = open_store(s, options(make_device(16 << 20), "emulated"));
+	auto b = open_store(s, options(make_device(16 << 20), "emulated"));
+	make_data(*a, s, 300, 1, 5);
+	Data d = make_data(*b, s, 300, 1, 5);
+	std::vector<float> q(s.q_heads * s.head_dim);
+	for (size_t i = 0; i < q.size(); i++)
+		q[i] = (float)((int)(i % 7) - 3);
+	KvSelection sa, sb;
+	assert_int_equal(a->select(1, q.data(), 90, sa), 0);
+	assert_int_equal(b->select_begin(1, q.data(), 90), 0);
+	assert_int_equal(b->select_begin(0, q.data(), 90), -EBUSY);
+	assert_int_equal(b->append(0, d.k[0].data(), d.v[0].data()), -EBUSY);
+	assert_int_equal(b->select_end(sb), 0);
+	assert_true(sa.positions == sb.positions && sa.k == sb.k && sa.v == sb.v);
+	assert_int_equal(b->select_end(sb), -EINVAL);
+	assert_int_equal(b->append(0, d.k[0].data(), d.v[0].data()), 0);
+}
+
 void corrupt_byte(const std::string &dev, uint64_t at)
 {
 	const int fd = open(dev.c_str(), O_RDWR | O_DIRECT);
@@ -408,6 +459,8 @@ int main()
 		cmocka_unit_test(spill_restore__small_budget__bit_identical),
 		cmocka_unit_test(select__exact_scorer__equals_direct_topk),
 		cmocka_unit_test(backends__none_and_emulated__identical_selections),
+		cmocka_unit_test(pool_update__page_selected_often__promoted_within_budget),
+		cmocka_unit_test(select_begin_end__split__same_as_select_and_guarded),
 		cmocka_unit_test(checksum__corrupted_slab__error_not_data),
 		cmocka_unit_test(device_full__tiny_device__enospc_and_nothing_lost),
 		cmocka_unit_test(missing_device__open__enoent_with_advice),
