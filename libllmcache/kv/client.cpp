@@ -126,12 +126,8 @@ int llmcache_kv_append(llmcache_kv *kv, uint32_t layer, const void *k, const voi
 	return call(kv, proto::APPEND, &a, sizeof(a), -1, r);
 }
 
-int llmcache_kv_select(llmcache_kv *kv, uint32_t layer, const float *q, uint32_t budget, llmcache_kv_selection *sel)
+static int selection(llmcache_kv *kv, int e, const proto::Reply &r, llmcache_kv_selection *sel)
 {
-	std::memcpy(kv->shm + kv->layout.q, q, sizeof(float) * kv->shape.q_heads * kv->shape.head_dim);
-	const proto::Select s{kv->session, layer, budget};
-	proto::Reply r;
-	const int e = call(kv, proto::SELECT, &s, sizeof(s), -1, r);
 	*sel = {};
 	if (e == 0) {
 		sel->n = r.count;
@@ -140,6 +136,32 @@ int llmcache_kv_select(llmcache_kv *kv, uint32_t layer, const float *q, uint32_t
 		sel->v = kv->shm + kv->layout.out_v;
 	}
 	return e;
+}
+
+static int begin(llmcache_kv *kv, uint16_t type, uint32_t layer, const float *q, uint32_t budget, proto::Reply &r)
+{
+	std::memcpy(kv->shm + kv->layout.q, q, sizeof(float) * kv->shape.q_heads * kv->shape.head_dim);
+	const proto::Select s{kv->session, layer, budget};
+	return call(kv, type, &s, sizeof(s), -1, r);
+}
+
+int llmcache_kv_select(llmcache_kv *kv, uint32_t layer, const float *q, uint32_t budget, llmcache_kv_selection *sel)
+{
+	proto::Reply r;
+	return selection(kv, begin(kv, proto::SELECT, layer, q, budget, r), r, sel);
+}
+
+int llmcache_kv_select_begin(llmcache_kv *kv, uint32_t layer, const float *q, uint32_t budget)
+{
+	proto::Reply r;
+	return begin(kv, proto::SELECT_BEGIN, layer, q, budget, r);
+}
+
+int llmcache_kv_select_end(llmcache_kv *kv, llmcache_kv_selection *sel)
+{
+	const proto::SessionRef s{kv->session};
+	proto::Reply r;
+	return selection(kv, call(kv, proto::SELECT_END, &s, sizeof(s), -1, r), r, sel);
 }
 
 int llmcache_kv_drop(llmcache_kv *kv)

@@ -256,6 +256,7 @@ int KvStore::select_begin(uint32_t layer, const float *q, uint32_t budget)
 		for (uint32_t pg = 0; pg < pages_[layer].size(); pg++)
 			if (!pages_[layer][pg].k && pd.scored(pg, P))
 				job.pages.push_back({pg, pg * P, pages_[layer][pg].n_tokens, (uint64_t)pages_[layer][pg].k_off});
+		pd.submitted = std::chrono::steady_clock::now();
 		if (!job.pages.empty() && backend_->submit(job) < 0)
 			return set_error(-EIO, std::string("cannot start the ") + backend_->name() + " backend");
 		pd.storage_pages = job.pages.size();
@@ -278,7 +279,12 @@ int KvStore::select_end(KvSelection &out)
 	ScoreMerge merge(pd.k, pd.sink, pd.recent_from);
 	auto add = [&](const csd_score *s, size_t cnt) { merge.add(s, cnt); };
 	if (pd.k > 0) {
+		using Clock = std::chrono::steady_clock;
+		auto ns = [](Clock::time_point a, Clock::time_point b) {
+			return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count();
+		};
 		// The CPU pool is scored here, while the backend scores the spilled pages.
+		const auto t0 = Clock::now();
 		for (uint32_t pg = 0; pg < pages_[layer].size() && pg * P < pd.n; pg++) {
 			const Page &p = pages_[layer][pg];
 			if (p.k && pd.scored(pg, P)) {
@@ -287,10 +293,12 @@ int KvStore::select_end(KvSelection &out)
 				stats_.scored_cpu += p.n_tokens;
 			}
 		}
+		stats_.cpu_score_ns += ns(t0, Clock::now());
 		if (pd.storage_pages) {
 			std::string err;
 			if (int r = backend_->wait(add, err))
 				return set_error(r, err);
+			stats_.storage_score_ns += ns(pd.submitted, Clock::now());
 		}
 	}
 	out.positions = merge.select(pd.n);

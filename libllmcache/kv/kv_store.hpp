@@ -18,6 +18,7 @@
 #include "csd/backend.hpp"
 #include "kv/storage_pool.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -53,6 +54,16 @@ struct KvSelection {
 struct KvStats {
 	uint64_t cpu_bytes = 0, cpu_pages = 0, spilled_pages = 0, spill_batches = 0, spill_failures = 0;
 	uint64_t fetched_pages = 0, promoted_pages = 0, selects = 0, scored_cpu = 0, scored_storage = 0;
+	// Scoring throughput measured online (HillInfer's f_c and f_s): tokens scored and the time taken by
+	// the CPU pool, and by the backend from submit to its last Score Block. beta() = f_c / f_s is the
+	// CPU:storage capacity ratio at which both finish together (HillInfer Eq. 1).
+	uint64_t cpu_score_ns = 0, storage_score_ns = 0;
+	double beta() const
+	{
+		return cpu_score_ns && storage_score_ns && scored_storage
+			       ? ((double)scored_cpu / cpu_score_ns) / ((double)scored_storage / storage_score_ns)
+			       : 0.0;
+	}
 	StorageStats storage;
 };
 
@@ -97,6 +108,7 @@ private:
 		uint32_t layer = 0, n = 0, sink = 0, recent_from = 0;
 		size_t k = 0, storage_pages = 0;
 		std::vector<float> q;
+		std::chrono::steady_clock::time_point submitted;
 		// Pages wholly inside the always-kept ranges need no score.
 		bool scored(uint32_t pg, uint32_t P) const { return (pg + 1) * P > sink && pg * P < recent_from; }
 	};

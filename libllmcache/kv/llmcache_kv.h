@@ -43,6 +43,11 @@ int llmcache_kv_append(llmcache_kv *kv, uint32_t layer, const void *k, const voi
  * selection points into the session's shared memory and stays valid until the next call. */
 int llmcache_kv_select(llmcache_kv *kv, uint32_t layer, const float *q, uint32_t budget,
 		       struct llmcache_kv_selection *sel);
+/* The same in two halves: begin returns once the daemon has the query (its storage backend then
+ * scores the layer while the engine computes the previous one); end waits for the selection. One
+ * select may be pending per session; appends in between fail with -EBUSY. */
+int llmcache_kv_select_begin(llmcache_kv *kv, uint32_t layer, const float *q, uint32_t budget);
+int llmcache_kv_select_end(llmcache_kv *kv, struct llmcache_kv_selection *sel);
 /* Discards every token of the session; the session stays open. */
 int llmcache_kv_drop(llmcache_kv *kv);
 /* Closes the session and frees kv. */

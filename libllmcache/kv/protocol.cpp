@@ -16,9 +16,11 @@ size_t payload_size(uint16_t type)
 	case APPEND:
 		return sizeof(Append);
 	case SELECT:
+	case SELECT_BEGIN:
 		return sizeof(Select);
 	case DROP:
 	case CLOSE:
+	case SELECT_END:
 		return sizeof(SessionRef);
 	case STATUS:
 		return 0;

@@ -17,7 +17,17 @@ constexpr uint32_t MAGIC = 0x4b4c4c4d; // "MLLK"
 constexpr uint16_t VERSION = 1;
 constexpr size_t MAX_MESSAGE = 4096;
 
-enum Type : uint16_t { OPEN = 1, APPEND = 2, SELECT = 3, DROP = 4, CLOSE = 5, STATUS = 6, REPLY = 0x80 };
+enum Type : uint16_t {
+	OPEN = 1,
+	APPEND = 2,
+	SELECT = 3,
+	DROP = 4,
+	CLOSE = 5,
+	STATUS = 6,
+	SELECT_BEGIN = 7, // payload Select: start scoring, reply at once
+	SELECT_END = 8,	  // payload SessionRef: finish, reply with the count like SELECT
+	REPLY = 0x80
+};
 
 struct Header {
 	uint32_t magic;

@@ -272,14 +272,23 @@ std::string Server::handle(Conn &c, const uint8_t *buf, size_t len, int fd, prot
 		r.count = a.n_tokens;
 		return err;
 	}
-	case proto::SELECT: {
-		proto::Select q;
-		std::memcpy(&q, p, sizeof(q));
-		if (q.budget > s->shape.max_budget)
-			return r.status = -EINVAL, "select budget " + std::to_string(q.budget) + " above the session's " +
-							   std::to_string(s->shape.max_budget);
+	case proto::SELECT:
+	case proto::SELECT_BEGIN:
+	case proto::SELECT_END: {
 		KvSelection sel;
-		if ((r.status = s->kv->select(q.layer, reinterpret_cast<const float *>(s->shm + s->layout.q), q.budget, sel)))
+		if (h.type != proto::SELECT_END) {
+			proto::Select q;
+			std::memcpy(&q, p, sizeof(q));
+			if (q.budget > s->shape.max_budget)
+				return r.status = -EINVAL, "select budget " + std::to_string(q.budget) +
+								   " above the session's " + std::to_string(s->shape.max_budget);
+			if ((r.status = s->kv->select_begin(q.layer, reinterpret_cast<const float *>(s->shm + s->layout.q),
+							    q.budget)))
+				return s->kv->error();
+			if (h.type == proto::SELECT_BEGIN)
+				return {};
+		}
+		if ((r.status = s->kv->select_end(sel)))
 			return s->kv->error();
 		const size_t n = sel.positions.size();
 		if (n) {
@@ -371,7 +380,8 @@ std::string Server::status(const Conn &c) const
 		       " backend " + s->kv->backend_name() + " tokens " + std::to_string(s->kv->tokens(0)) + " cpu_bytes " +
 		       std::to_string(st.cpu_bytes) + " spilled_pages " + std::to_string(st.spilled_pages) +
 		       " bytes_written " + std::to_string(st.storage.bytes_written) + " bytes_read " +
-		       std::to_string(st.storage.bytes_read) + " selects " + std::to_string(st.selects) + "\n";
+		       std::to_string(st.storage.bytes_read) + " selects " + std::to_string(st.selects) + " promoted_pages " +
+		       std::to_string(st.promoted_pages) + " beta " + std::to_string(st.beta()) + "\n";
 	}
 	return out;
 }

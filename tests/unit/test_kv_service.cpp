@@ -130,6 +130,14 @@ void client__append_select__same_as_local_store(void **state)
 		assert_memory_equal((const uint8_t *)sel.k + i * row, (const uint8_t *)k.data() + sel.positions[i] * row, row);
 		assert_memory_equal((const uint8_t *)sel.v + i * row, (const uint8_t *)v.data() + sel.positions[i] * row, row);
 	}
+	// The split select gives the same answer; an append in between is refused.
+	llmcache_kv_selection sel2;
+	assert_int_equal(llmcache_kv_select_begin(kv, 1, q.data(), 100), 0);
+	assert_int_equal(llmcache_kv_append(kv, 0, k.data(), v.data(), 1), -EBUSY);
+	assert_int_equal(llmcache_kv_select_end(kv, &sel2), 0);
+	assert_int_equal(sel2.n, 100);
+	assert_memory_equal(sel2.positions, want.positions.data(), 4 * sel2.n);
+	assert_int_equal(llmcache_kv_select_end(kv, &sel2), -EINVAL);
 	assert_int_equal(llmcache_kv_select(kv, 0, q.data(), 129, &sel), -EINVAL); // above max_budget
 	assert_non_null(std::strstr(llmcache_kv_error(kv), "above the session's 128"));
 	assert_int_equal(llmcache_kv_drop(kv), 0);

@@ -242,6 +242,7 @@ void select__exact_scorer__equals_direct_topk(void **)
 		}
 		const KvStats st = kv->stats();
 		assert_true(st.scored_storage > 0 && st.scored_cpu > 0 && st.fetched_pages > 0);
+		assert_true(st.cpu_score_ns > 0 && st.storage_score_ns > 0 && st.beta() > 0);
 	}
 }
 
