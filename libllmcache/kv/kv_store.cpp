@@ -96,8 +96,11 @@ int KvStore::append(uint32_t layer, const void *k, const void *v)
 	std::memcpy(p.v.get() + t * row, v, row);
 	auto kmin = reinterpret_cast<float *>(p.k.get()), kmax = kmin + dims;
 	auto words = reinterpret_cast<const uint32_t *>(keys);
+	static const float *const half = csd_host_half_table();
 	for (uint32_t d = 0; d < dims; d++) {
-		const float x = csd_key(words, (uint64_t)t * dims + d, geo_.dtype);
+		const uint64_t i = (uint64_t)t * dims + d;
+		const float x = geo_.dtype == CSD_FP16 ? half[(uint16_t)(words[i >> 1] >> ((i & 1) * 16))]
+						       : csd_key(words, i, geo_.dtype);
 		kmin[d] = std::min(kmin[d], x);
 		kmax[d] = std::max(kmax[d], x);
 	}
@@ -306,11 +309,12 @@ int KvStore::select_end(KvSelection &out)
 	out.k.resize(out.positions.size() * row);
 	out.v.resize(out.positions.size() * row);
 	std::vector<uint32_t> need; // spilled pages holding selected tokens
+	uint32_t last_hit = UINT32_MAX;
 	for (size_t i = 0; i < out.positions.size(); i++) {
 		const uint32_t pos = out.positions[i], pg = pos / P, t = pos % P;
 		Page &p = pages_[layer][pg];
-		if (pos >= pd.sink && pos < pd.recent_from)
-			p.hits++;
+		if (pos >= pd.sink && pos < pd.recent_from && pg != last_hit) // one hit per page and select
+			p.hits++, last_hit = pg;
 		if (p.k) {
 			std::memcpy(&out.k[i * row], p.k.get() + keys_at + t * row, row);
 			std::memcpy(&out.v[i * row], p.v.get() + t * row, row);

@@ -71,6 +71,11 @@ static inline float csd_key(const uint32_t *words, uint64_t i, uint32_t dtype)
 
 static inline uint32_t csd_dtype_bytes(uint32_t dtype) { return dtype == CSD_FP32 ? 4 : 2; }
 
+#ifndef __SYNTHESIS__
+// Host builds: every fp16 value as float (csd_half_to_float of its index), for hot host loops.
+const float *csd_host_half_table();
+#endif
+
 extern "C" {
 void score_exact(const float *q, const uint32_t *keys, uint32_t n_tokens, uint32_t first_pos, uint32_t q_heads,
 		 uint32_t kv_heads, uint32_t head_dim, uint32_t dtype, uint32_t block_tokens, csd_score *out,

@@ -38,6 +38,7 @@ static const bool half_table_filled = [] {
 	return true;
 }();
 static inline float half(uint16_t h) { return half_table[h]; }
+const float *csd_host_half_table() { return half_table_filled ? half_table : nullptr; }
 #endif
 
 template <uint32_t DT> static inline float key_at(const uint32_t *w, uint64_t i)
