@@ -324,18 +324,34 @@ int KvStore::select_end(KvSelection &out)
 	}
 	if (need.empty())
 		return 0;
-	// Pool update (HillInfer's bidirectional pools): a fetched page selected clearly more often than the
-	// least selected page the CPU could give up comes back to memory; spill() then evicts the least
-	// selected pages if the budget requires. The margin keeps pages from ping-ponging.
-	uint32_t min_hits = UINT32_MAX;
+	// Pool update (HillInfer's bidirectional pools): a fetched page comes back to memory if there is
+	// room, or if a resident page of the layer that could be spilled in its place was selected at
+	// least PROMOTE_MARGIN selects fewer (each such page is paired with one promotion, most selected
+	// first, so spill() then evicts exactly those and nothing ping-pongs).
+	std::vector<uint32_t> low; // hits of the layer's evictable resident pages, ascending
 	for (uint32_t pg = 0; pg < pages_[layer].size(); pg++) {
 		const Page &p = pages_[layer][pg];
 		if (p.k && p.n_tokens == P && pg * P >= opt_.sink_tokens && (pg + 1) * P <= pd.recent_from)
-			min_hits = std::min(min_hits, p.hits);
+			low.push_back(p.hits);
 	}
-	auto promote = [&](uint32_t pg) {
-		return pool_ && min_hits != UINT32_MAX && pages_[layer][pg].hits >= min_hits + PROMOTE_MARGIN;
-	};
+	std::sort(low.begin(), low.end());
+	std::vector<uint32_t> order(need);
+	std::stable_sort(order.begin(), order.end(),
+			 [&](uint32_t a, uint32_t b) { return pages_[layer][a].hits > pages_[layer][b].hits; });
+	uint64_t room = stats_.cpu_bytes < opt_.cpu_budget ? (opt_.cpu_budget - stats_.cpu_bytes) / page_bytes() : 0;
+	std::vector<uint32_t> promoted; // ascending page numbers
+	for (size_t i = 0, v = 0; pool_ && i < order.size(); i++) {
+		const uint32_t h = pages_[layer][order[i]].hits;
+		if (room)
+			room--;
+		else if (v < low.size() && low[v] + PROMOTE_MARGIN <= h)
+			v++;
+		else
+			continue;
+		promoted.push_back(order[i]);
+	}
+	std::sort(promoted.begin(), promoted.end());
+	auto promote = [&](uint32_t pg) { return std::binary_search(promoted.begin(), promoted.end(), pg); };
 	std::vector<Page> incoming(need.size());
 	int r = fetch(layer, need, [&](uint32_t pg, SlabKind kind, const uint8_t *payload) {
 		auto it = std::lower_bound(out.positions.begin(), out.positions.end(), pg * P);

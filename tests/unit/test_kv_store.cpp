@@ -295,8 +295,13 @@ void pool_update__page_selected_often__promoted_within_budget(void **)
 		assert_true(std::binary_search(sel.positions.begin(), sel.positions.end(), 100u));
 	}
 	assert_true(kv->resident(0, 100));
+	const uint64_t promoted = kv->stats().promoted_pages, spilled = kv->stats().storage.slabs_written;
+	assert_true(promoted > 0);
+	for (int step = 0; step < 4; step++) // the same query again: placement is stable, no ping-pong
+		assert_int_equal(kv->select(0, q.data(), 60, sel), 0);
 	const KvStats st = kv->stats();
-	assert_true(st.promoted_pages > 0);
+	assert_int_equal(st.promoted_pages, promoted);
+	assert_int_equal(st.storage.slabs_written, spilled);
 	assert_true(st.cpu_bytes <= 12 * page_bytes(CSD_FP32));
 	std::vector<uint8_t> k(kv->row_bytes()), v(kv->row_bytes());
 	for (uint32_t t = 0; t < n; t++) {
