@@ -28,8 +28,10 @@ struct Timer {
 
 int StoragePool::open(const StorageConfig &cfg, std::unique_ptr<StoragePool> &out, std::string &err)
 {
-	if (cfg.slab_bytes == 0 || cfg.slab_bytes % SLAB_ALIGN || cfg.offset % SLAB_ALIGN || cfg.queue_depth == 0) {
-		err = "storage pool: slab size and offset must be multiples of 4096 and the queue depth positive";
+	if (cfg.slab_bytes == 0 || cfg.slab_bytes % SLAB_ALIGN || cfg.slab_bytes > (1u << 30) || cfg.offset % SLAB_ALIGN ||
+	    cfg.queue_depth == 0 || cfg.queue_depth > 4096) {
+		err = "storage pool: slab size (a page of K or V) must be a multiple of 4096 up to 1 GiB, the offset a "
+		      "multiple of 4096 and the queue depth 1-4096: use fewer tokens per page";
 		return -EINVAL;
 	}
 	std::unique_ptr<StoragePool> p(new StoragePool());
