@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -74,6 +75,21 @@ int call(llmcache_kv *kv, uint16_t type, const void *payload, size_t len, int fd
 	return r.status;
 }
 
+int connect_to(llmcache_kv *kv, const char *socket_path)
+{
+	const char *path = socket_path ? socket_path : "/run/llmcached/llmcached.sock";
+	sockaddr_un addr{};
+	addr.sun_family = AF_UNIX;
+	if (std::strlen(path) >= sizeof(addr.sun_path))
+		return fail(kv, -ENAMETOOLONG, "socket path too long");
+	std::strcpy(addr.sun_path, path);
+	kv->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (kv->sock < 0 || connect(kv->sock, (sockaddr *)&addr, sizeof(addr)) < 0)
+		return fail(kv, -errno, std::string("cannot connect to llmcached at ") + path + ": " + std::strerror(errno) +
+						" (is the service running? systemctl start llmcached)");
+	return 0;
+}
+
 } // namespace
 
 extern "C" {
@@ -90,16 +106,8 @@ int llmcache_kv_open(const char *socket_path, const llmcache_kv_shape *shape, ll
 	if (!proto::ShmLayout::of(o, kv->layout))
 		return fail(kv, -EINVAL, "session shape too large for shared memory");
 	kv->row = (uint64_t)shape->kv_heads * shape->head_dim * (shape->dtype == LLMCACHE_KV_FP32 ? 4 : 2);
-	const char *path = socket_path ? socket_path : "/run/llmcached/llmcached.sock";
-	sockaddr_un addr{};
-	addr.sun_family = AF_UNIX;
-	if (std::strlen(path) >= sizeof(addr.sun_path))
-		return fail(kv, -ENAMETOOLONG, "socket path too long");
-	std::strcpy(addr.sun_path, path);
-	kv->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (kv->sock < 0 || connect(kv->sock, (sockaddr *)&addr, sizeof(addr)) < 0)
-		return fail(kv, -errno, std::string("cannot connect to llmcached at ") + path + ": " + std::strerror(errno) +
-						" (is the service running? systemctl start llmcached)");
+	if (int e = connect_to(kv, socket_path))
+		return e;
 	kv->memfd = memfd_create("llmcache-kv", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (kv->memfd < 0 || ftruncate(kv->memfd, (off_t)kv->layout.size) < 0 ||
 	    fcntl(kv->memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
@@ -190,6 +198,23 @@ void llmcache_kv_close(llmcache_kv *kv)
 }
 
 const char *llmcache_kv_error(const llmcache_kv *kv) { return kv ? kv->error.c_str() : "out of memory"; }
+
+int llmcache_kv_status(const char *socket_path, char *buf, uint32_t len)
+{
+	llmcache_kv kv;
+	int e = connect_to(&kv, socket_path);
+	proto::Reply r{};
+	if (e == 0)
+		e = call(&kv, proto::STATUS, nullptr, 0, -1, r);
+	if (kv.sock >= 0)
+		close(kv.sock);
+	if (len) {
+		const size_t n = std::min<size_t>(kv.error.size(), len - 1);
+		std::memcpy(buf, kv.error.data(), n);
+		buf[n] = 0;
+	}
+	return e < 0 ? e : (int)kv.error.size();
+}
 uint64_t llmcache_kv_session_id(const llmcache_kv *kv) { return kv->session; }
 
 } // extern "C"

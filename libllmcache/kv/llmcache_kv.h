@@ -53,6 +53,10 @@ int llmcache_kv_drop(llmcache_kv *kv);
 /* Closes the session and frees kv. */
 void llmcache_kv_close(llmcache_kv *kv);
 const char *llmcache_kv_error(const llmcache_kv *kv);
+/* The daemon's session listing for the caller's uid (all sessions for root), one line per session,
+ * NUL-terminated in buf (truncated to len - 1 bytes). Returns its full length, or a negative errno
+ * with the reason in buf. For `llmcachectl kv status`. */
+int llmcache_kv_status(const char *socket_path, char *buf, uint32_t len);
 uint64_t llmcache_kv_session_id(const llmcache_kv *kv);
 
 #ifdef __cplusplus

@@ -274,6 +274,13 @@ void isolation__other_connection_and_uid__cannot_see_session(void **state)
 	assert_int_equal(raw_call(s, m.data(), m.size(), text), 0);
 	assert_non_null(std::strstr(text.c_str(), ("session " + std::to_string(id) + " ").c_str()));
 	close(s);
+	char buf[4096];
+	const int len = llmcache_kv_status(f->sock.c_str(), buf, sizeof(buf));
+	assert_true(len > 0 && (size_t)len == std::strlen(buf));
+	assert_non_null(std::strstr(buf, ("session " + std::to_string(id) + " uid ").c_str()));
+	assert_non_null(std::strstr(buf, " beta "));
+	assert_int_equal(llmcache_kv_status("/var/tmp/llmcache-no-such-daemon.sock", buf, sizeof(buf)) < 0, 1);
+	assert_non_null(std::strstr(buf, "is the service running"));
 	if (geteuid() == 0) { // another uid does not even see it listed
 		const pid_t pid = fork();
 		if (pid == 0) {
