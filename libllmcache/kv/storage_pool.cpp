@@ -205,12 +205,7 @@ int StoragePool::write(std::span<const SlabWrite> slabs, std::vector<int64_t> &r
 			const size_t used = sizeof(SlabHeader) + w.a_len + w.b_len;
 			std::memset(buf + used, 0, sb - used);
 			slab_seal(buf, w.id, w.n_tokens, (uint32_t)(w.a_len + w.b_len), ++seq_);
-			sqe->opcode = IORING_OP_WRITE_FIXED;
-			sqe->fd = 0;
-			sqe->addr = (uint64_t)(uintptr_t)buf;
-			sqe->len = (uint32_t)sb;
-			sqe->off = (uint64_t)result[todo[k]];
-			sqe->buf_index = (uint16_t)b;
+			io_uring_prep_write_fixed(sqe, 0, buf, (unsigned)sb, (uint64_t)result[todo[k]], (int)b);
 		},
 		[&](size_t k, unsigned, int res) {
 			const size_t i = todo[k];
@@ -244,12 +239,7 @@ int StoragePool::read(std::span<const SlabRead> slabs, const std::function<int(s
 	int r = run(
 		slabs.size(),
 		[&](size_t i, unsigned b, io_uring_sqe *sqe) {
-			sqe->opcode = IORING_OP_READ_FIXED;
-			sqe->fd = 0;
-			sqe->addr = (uint64_t)(uintptr_t)(bufs_ + (size_t)b * sb);
-			sqe->len = (uint32_t)sb;
-			sqe->off = slabs[i].offset;
-			sqe->buf_index = (uint16_t)b;
+			io_uring_prep_read_fixed(sqe, 0, bufs_ + (size_t)b * sb, (unsigned)sb, slabs[i].offset, (int)b);
 		},
 		[&](size_t i, unsigned b, int res) {
 			std::string msg;
