@@ -7,7 +7,7 @@
  * NVMe descriptor targets that mapping, so the keys cross the drive's internal switch, not the host
  * bus. The kernel (xrt::kernel "score_exact" or "score_quest_bounds") then scores the page in place and
  * only the Score Block is synced back.
- * Compiled in only when the library is built with LLMCACHE_WITH_XRT (linked with libxrt_coreutil);
+ * Compiled in when CMake finds libxrt-dev (LLMCACHE_WITH_XRT, linked with libxrt_coreutil);
  * otherwise, or with no card, make_xrt_backend() says why and the caller falls back to emulated.
  */
 #include "csd/backend.hpp"
@@ -125,7 +125,7 @@ namespace llmcache::csd {
 
 int make_xrt_backend(const BackendConfig &, std::unique_ptr<Backend> &, std::string &err)
 {
-	err = "this libllmcache was built without XRT: install libxrt-dev and build with LLMCACHE_WITH_XRT";
+	err = "this libllmcache was built without XRT: install libxrt-dev (make deps) and rebuild";
 	return -ENOTSUP;
 }
 
