@@ -84,6 +84,8 @@ int main(int argc, char **argv)
 		if (backend != "none" && backend != "emulated" && backend != "xrt")
 			throw po::error("--kv-backend " + backend + ": use none, emulated or xrt");
 		o.backend = backend;
+		if (o.device == "none")
+			o.device.clear(); // memory only
 		if (estimator != "exact" && estimator != "quest")
 			throw po::error("--kv-estimator " + estimator + ": use exact or quest");
 		o.estimator = estimator == "quest" ? csd::Estimator::QuestBounds : csd::Estimator::Exact;

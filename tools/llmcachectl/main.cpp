@@ -4,6 +4,7 @@
 #include <cstring>
 
 int cmd_size(int argc, char **argv); // size.cpp
+int cmd_kv(int argc, char **argv);   // kv.cpp
 
 namespace {
 
@@ -15,6 +16,7 @@ struct Command {
 
 const Command commands[] = {
 	{"size", "the sizing rule: the loop a cache sustains, or the cache a loop needs", cmd_size},
+	{"kv", "the KV service: `kv status` lists llmcached's sessions and pool statistics", cmd_kv},
 };
 
 void usage(FILE *out)
@@ -25,7 +27,8 @@ void usage(FILE *out)
 	std::fputs("\nRun `llmcachectl COMMAND --help` for a command's options.\n\n"
 		   "EXAMPLES\n"
 		   "  llmcachectl size --device watch\n"
-		   "  llmcachectl size --loop 600MB --bw 1GB/s --cache 512MiB --json\n",
+		   "  llmcachectl size --loop 600MB --bw 1GB/s --cache 512MiB --json\n"
+		   "  llmcachectl kv status --json\n",
 		   out);
 }
 

@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: MIT
+/*
+ * `llmcachectl kv status`: the KV sessions of llmcached that the caller may see (its own; root sees all),
+ * with their pools' statistics, as a table or as JSON. The daemon answers over its Unix socket; its
+ * status lines are "key value" pairs, one session per line.
+ */
+#include <cerrno>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "kv/llmcache_kv.h"
+
+namespace po = boost::program_options;
+
+namespace {
+
+using Session = std::vector<std::pair<std::string, std::string>>;
+
+std::vector<Session> parse_listing(const std::string &text)
+{
+	std::vector<Session> out;
+	std::istringstream lines(text);
+	for (std::string line; std::getline(lines, line);) {
+		std::istringstream words(line);
+		Session s;
+		for (std::string k, v; words >> k >> v;)
+			s.emplace_back(k, v);
+		if (!s.empty())
+			out.push_back(std::move(s));
+	}
+	return out;
+}
+
+void print_table(const std::vector<Session> &sessions)
+{
+	if (sessions.empty()) {
+		std::puts("no KV sessions");
+		return;
+	}
+	for (const auto &[k, v] : sessions.front())
+		std::printf("%*s ", int(std::max(k.size(), size_t(8))), k.c_str());
+	std::puts("");
+	for (const auto &s : sessions) {
+		for (const auto &[k, v] : s)
+			std::printf("%*s ", int(std::max(k.size(), size_t(8))), v.c_str());
+		std::puts("");
+	}
+}
+
+void print_json(const std::vector<Session> &sessions)
+{
+	std::printf("{\"sessions\": [");
+	for (size_t i = 0; i < sessions.size(); i++) {
+		std::printf("%s{", i ? ", " : "");
+		for (size_t j = 0; j < sessions[i].size(); j++) {
+			const auto &[k, v] = sessions[i][j];
+			bool numeric = !v.empty() && v.find_first_not_of("0123456789.-") == std::string::npos;
+			std::printf(numeric ? "%s\"%s\": %s" : "%s\"%s\": \"%s\"", j ? ", " : "", k.c_str(), v.c_str());
+		}
+		std::printf("}");
+	}
+	std::puts("]}");
+}
+
+} // namespace
+
+int cmd_kv(int argc, char **argv)
+{
+	std::string socket = "/run/llmcached/llmcached.sock", what;
+	bool json = false;
+	po::options_description opts("Options");
+	opts.add_options()("help,h", "show this help")(
+		"socket", po::value(&socket)->default_value(socket), "llmcached's Unix socket")(
+		"json", po::bool_switch(&json), "print JSON instead of a table");
+	po::options_description hidden;
+	hidden.add_options()("what", po::value(&what));
+	po::positional_options_description pos;
+	pos.add("what", 1);
+	po::options_description all;
+	all.add(opts).add(hidden);
+	po::variables_map vm;
+	try {
+		po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
+		po::notify(vm);
+	} catch (const std::exception &e) {
+		std::fprintf(stderr, "llmcachectl kv: %s (see llmcachectl kv --help)\n", e.what());
+		return 2;
+	}
+	if (vm.count("help") || what.empty()) {
+		std::cout << "Usage: llmcachectl kv status [options]\n\nThe KV sessions of llmcached (yours; root sees "
+			     "all) and their pools' statistics.\n\n"
+			  << opts
+			  << "\nEXAMPLES\n  llmcachectl kv status\n  llmcachectl kv status --socket /tmp/llmcached.sock "
+			     "--json\n";
+		return what.empty() && !vm.count("help") ? 2 : 0;
+	}
+	if (what != "status") {
+		std::fprintf(stderr, "llmcachectl kv: unknown action '%s': the only one is 'status'\n", what.c_str());
+		return 2;
+	}
+	std::vector<char> buf(1 << 16);
+	int n = llmcache_kv_status(socket.c_str(), buf.data(), uint32_t(buf.size()));
+	if (n < 0) {
+		std::fprintf(stderr, "llmcachectl kv status: %s\n", buf.data());
+		return 1;
+	}
+	if (size_t(n) >= buf.size()) {
+		buf.resize(size_t(n) + 1);
+		n = llmcache_kv_status(socket.c_str(), buf.data(), uint32_t(buf.size()));
+		if (n < 0) {
+			std::fprintf(stderr, "llmcachectl kv status: %s\n", buf.data());
+			return 1;
+		}
+	}
+	auto sessions = parse_listing(buf.data());
+	json ? print_json(sessions) : print_table(sessions);
+	return 0;
+}
