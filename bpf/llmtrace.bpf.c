@@ -1,0 +1,410 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * llmtrace: record which 4 KiB blocks of which regular files the traced processes read, through the page
+ * cache or through mmap, as struct llmcache_access records in a BPF ring buffer. The policy core
+ * (libllmcache/core) classifies exactly these records, so a trace of a real engine can be replayed by
+ * llmreplay and the same feed drives llmcached's userspace mode.
+ *
+ * Hooks, chosen by the loader per kernel (programs whose attach point is missing are not loaded):
+ * - filemap raw tracepoints (Linux 6.11+ has mm_filemap_get_pages, mm_filemap_map_pages and
+ *   mm_filemap_fault): every buffered read including cache hits, fault-around batches and mmap faults,
+ *   with the address_space, so the inode's mode, size and device are read through CO-RE.
+ *   filemap_read() calls filemap_get_pages() once per folio batch with the remaining range of the same
+ *   read(); the batches after the first are folded into the first (same thread, same inode, same end,
+ *   a higher start, and the same read-syscall count task->ioac.syscr), so one read() is one record.
+ * - otherwise (Linux 6.1) syscall tracepoints: read, pread64, readv, preadv, preadv2, with the file and
+ *   its offset taken from the task's fd table at entry and the byte count at exit; and
+ *   exceptions:page_fault_user with bpf_find_vma() for faults on file mappings (no fault-around there).
+ * - sched_process_fork (raw tracepoint) adds the children of followed processes to the followed set.
+ * Names: before the first record about a file, a struct llmtrace_path_event carries the dentry names from
+ * the inode (its first alias) up to its file system's root; userspace adds the mount point of dev. This
+ * names files that a short-lived process opened and closed before userspace could look in /proc.
+ * Filters: followed tgids (-p, -- CMD), a cgroup (v2, its descendants too), a minimum file size, regular
+ * files only. A record that finds the ring buffer full is counted in LLMTRACE_CNT_LOST.
+ * fentry/fexit are not used: they do not attach on every kernel this must run on.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#define _LINUX_TYPES_H /* vmlinux.h already has the __u* types that llmcache.h asks <linux/types.h> for */
+#include "llmtrace.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+#define S_IFMT 00170000
+#define S_IFREG 0100000
+#define PAGE_SHIFT 12 /* x86: a page is one 4 KiB block */
+
+const volatile bool filter_tgids = false; /* only tgids in `followed` */
+const volatile bool follow_forks = true;  /* add children of followed tgids */
+const volatile __u64 cgroup_id = 0;       /* 0: any cgroup */
+const volatile __u32 cgroup_level = 0;    /* depth of cgroup_id below the cgroup2 root */
+const volatile __u64 min_size = 0;        /* files smaller than this are ignored */
+const volatile __u32 self_tgid = 0;       /* the recorder itself, never traced */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20); /* resized by the loader (--ring-size) */
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LLMTRACE_NR_COUNTERS);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LLMTRACE_MAX_TGIDS);
+	__type(key, __u32);
+	__type(value, __u8);
+} followed SEC(".maps");
+
+/* The read a thread is in: filemap_get_pages batches, or a syscall between its entry and exit. */
+struct inflight {
+	__u64 inode_ptr;
+	__u64 index, last_index; /* get_pages: the first batch's start and the read's end */
+	__u64 syscr;
+	__u64 pos;               /* syscall fallback: byte offset at entry */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, LLMTRACE_MAX_THREADS);
+	__type(key, __u64);
+	__type(value, struct inflight);
+} reads SEC(".maps");
+
+struct file_key {
+	__u64 inode;
+	__u32 dev;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, LLMTRACE_MAX_FILES);
+	__type(key, struct file_key);
+	__type(value, __u8);
+} named SEC(".maps");
+
+static __always_inline void count(__u32 which)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &which);
+
+	if (v)
+		(*v)++;
+}
+
+static __always_inline bool wanted(__u32 tgid)
+{
+	if (tgid == self_tgid)
+		return false;
+	if (filter_tgids && !bpf_map_lookup_elem(&followed, &tgid))
+		return false;
+	if (cgroup_id && bpf_get_current_ancestor_cgroup_id(cgroup_level) != cgroup_id)
+		return false;
+	return true;
+}
+
+/* The kernel's s_dev (major << 20 | minor) in userspace st_dev encoding (new_encode_dev). */
+static __always_inline __u32 encode_dev(__u32 s_dev)
+{
+	__u32 major = s_dev >> 20, minor = s_dev & 0xfffff;
+
+	return ((major & 0xfff) << 8) | (minor & 0xff) | ((minor & ~0xffU) << 12);
+}
+
+/* Name (dev, inode) unless it was named already; false if the ring buffer is full. */
+static __always_inline bool name_file(struct inode *inode, __u32 dev, __u64 ino, __u32 tgid)
+{
+	struct file_key k = { .inode = ino, .dev = dev };
+	struct llmtrace_path_event *e;
+	struct dentry *d, *parent;
+	struct hlist_node *alias;
+	__u8 one = 1;
+
+	if (bpf_map_lookup_elem(&named, &k))
+		return true;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e)
+		return false;
+	__builtin_memset(&e->a, 0, sizeof(e->a));
+	e->a.time_ns = bpf_ktime_get_ns();
+	e->a.inode = ino;
+	e->a.dev = dev;
+	e->a.pid = tgid;
+	e->a.op = LLMCACHE_OP_PATH;
+	e->depth = 0;
+	e->truncated = 1;
+	alias = BPF_CORE_READ(inode, i_dentry.first);
+	d = alias ? container_of(alias, struct dentry, d_u.d_alias) : NULL;
+	for (int i = 0; i < LLMTRACE_PATH_DEPTH && d; i++) {
+		parent = BPF_CORE_READ(d, d_parent);
+		if (parent == d) { /* the file system's root: its name is "/" */
+			e->truncated = 0;
+			break;
+		}
+		bpf_probe_read_kernel_str(e->names[i], LLMTRACE_NAME_MAX, BPF_CORE_READ(d, d_name.name));
+		e->depth = i + 1;
+		d = parent;
+	}
+	bpf_ringbuf_submit(e, 0);
+	bpf_map_update_elem(&named, &k, &one, BPF_ANY);
+	return true;
+}
+
+/* Blocks [first, last] of inode were accessed: filter, clip to the end of the file, emit. */
+static __always_inline void emit(struct inode *inode, __u64 first, __u64 last, __u8 op)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct llmcache_access *a;
+	__s64 size;
+
+	if (!inode || !wanted(tgid))
+		return;
+	if ((BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFREG)
+		return;
+	size = BPF_CORE_READ(inode, i_size);
+	if (size <= 0 || (__u64)size < min_size)
+		return;
+	if (last > (__u64)(size - 1) >> PAGE_SHIFT)
+		last = (__u64)(size - 1) >> PAGE_SHIFT;
+	if (first > last)
+		return;
+	__u32 dev = encode_dev(BPF_CORE_READ(inode, i_sb, s_dev));
+	__u64 ino = BPF_CORE_READ(inode, i_ino);
+	if (!name_file(inode, dev, ino, tgid)) {
+		count(LLMTRACE_CNT_LOST);
+		return;
+	}
+	a = bpf_ringbuf_reserve(&events, sizeof(*a), 0);
+	if (!a) {
+		count(LLMTRACE_CNT_LOST);
+		return;
+	}
+	a->time_ns = bpf_ktime_get_ns();
+	a->inode = ino;
+	a->first_block = first;
+	a->pid = tgid;
+	a->dev = dev;
+	a->nr_blocks = last - first + 1;
+	a->op = op;
+	a->pad[0] = a->pad[1] = a->pad[2] = 0;
+	bpf_ringbuf_submit(a, 0);
+	count(LLMTRACE_CNT_EVENTS);
+}
+
+static __always_inline __u64 read_syscalls(void)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+
+	if (!bpf_core_field_exists(task->ioac))
+		return 0;
+	return BPF_CORE_READ(task, ioac.syscr);
+}
+
+SEC("raw_tp/mm_filemap_get_pages")
+int BPF_PROG(filemap_get_pages, struct address_space *mapping, unsigned long index, unsigned long last_index)
+{
+	__u64 tid = bpf_get_current_pid_tgid();
+	struct inode *inode = BPF_CORE_READ(mapping, host);
+	struct inflight *r = bpf_map_lookup_elem(&reads, &tid);
+	__u64 syscr = read_syscalls();
+
+	if (r && r->inode_ptr == (__u64)inode && r->last_index == last_index && r->syscr == syscr &&
+	    index > r->index) {
+		r->index = index;
+		count(LLMTRACE_CNT_MERGED);
+		return 0;
+	}
+	struct inflight now = { .inode_ptr = (__u64)inode, .index = index, .last_index = last_index, .syscr = syscr };
+	bpf_map_update_elem(&reads, &tid, &now, BPF_ANY);
+	emit(inode, index, last_index, LLMCACHE_OP_READ);
+	return 0;
+}
+
+/* xarray entry encoding (include/linux/xarray.h): internal entries end in binary 10. */
+static __always_inline bool xa_internal(__u64 e) { return (e & 3) == 2; }
+static __always_inline bool xa_node(__u64 e) { return xa_internal(e) && e > 4096; }
+static __always_inline bool xa_sibling(__u64 e) { return xa_internal(e) && (e >> 2) < 62; }
+
+/*
+ * The page cache folio holding page `index` of mapping, or NULL: xa_load() without the RCU lock, every
+ * read a probe read, so a racing truncation can only make the answer stale.
+ */
+static __always_inline struct folio *cache_folio(struct address_space *mapping, __u64 index)
+{
+	__u64 e = (__u64)BPF_CORE_READ(mapping, i_pages.xa_head);
+
+	if (!xa_node(e))
+		return index == 0 && e && !(e & 3) ? (struct folio *)e : NULL;
+	for (int depth = 0; depth < 8 && xa_node(e); depth++) {
+		struct xa_node *node = (struct xa_node *)(e - 2);
+		__u32 off = (index >> BPF_CORE_READ(node, shift)) & 63;
+
+		bpf_probe_read_kernel(&e, sizeof(e), &node->slots[off]);
+		if (xa_sibling(e)) {
+			off = (e >> 2) & 63;
+			bpf_probe_read_kernel(&e, sizeof(e), &node->slots[off]);
+		}
+	}
+	return e && !(e & 3) ? (struct folio *)e : NULL;
+}
+
+/* Widen [*first, *last] to the folios that hold its ends: fault-around maps whole large folios (6.18). */
+static __always_inline void widen_to_folios(struct address_space *mapping, __u64 *first, __u64 *last)
+{
+	int head = bpf_core_enum_value(enum pageflags, PG_head);
+	__u64 ends[2] = { *first, *last };
+
+	for (int i = 0; i < 2; i++) {
+		struct folio *f = cache_folio(mapping, ends[i]);
+		__u64 flags = 0, start, nr = 1;
+
+		if (!f)
+			continue;
+		bpf_probe_read_kernel(&flags, sizeof(flags), (void *)f + bpf_core_field_offset(struct folio, flags));
+		if (flags & (1ULL << head))
+			nr = 1ULL << (BPF_CORE_READ(f, _flags_1) & 0xff);
+		start = BPF_CORE_READ(f, index);
+		if (start > ends[i] || start + nr <= ends[i])
+			continue; /* stale: the folio moved */
+		if (start < *first)
+			*first = start;
+		if (start + nr - 1 > *last)
+			*last = start + nr - 1;
+	}
+}
+
+SEC("raw_tp/mm_filemap_map_pages")
+int BPF_PROG(filemap_map_pages, struct address_space *mapping, unsigned long start, unsigned long end)
+{
+	__u64 first = start, last = end;
+
+	widen_to_folios(mapping, &first, &last);
+	emit(BPF_CORE_READ(mapping, host), first, last, LLMCACHE_OP_MMAP_FAULT);
+	return 0;
+}
+
+SEC("raw_tp/mm_filemap_fault")
+int BPF_PROG(filemap_fault, struct address_space *mapping, unsigned long index)
+{
+	emit(BPF_CORE_READ(mapping, host), index, index, LLMCACHE_OP_MMAP_FAULT);
+	return 0;
+}
+
+SEC("raw_tp/sched_process_fork")
+int BPF_PROG(process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = BPF_CORE_READ(parent, tgid), ctgid = BPF_CORE_READ(child, tgid);
+	__u8 one = 1;
+
+	if (!follow_forks || ptgid == ctgid || !bpf_map_lookup_elem(&followed, &ptgid))
+		return 0;
+	bpf_map_update_elem(&followed, &ctgid, &one, BPF_ANY);
+	return 0;
+}
+
+/* Syscall fallback: the file behind fd in the current task, or NULL. */
+static __always_inline struct file *fd_file(int fd)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = NULL;
+
+	if (fd < 0 || fd >= BPF_CORE_READ(fdt, max_fds))
+		return NULL;
+	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
+	return f;
+}
+
+static __always_inline int sys_enter(int fd, __s64 pos)
+{
+	__u64 tid = bpf_get_current_pid_tgid();
+	struct file *f;
+
+	if (!wanted(tid >> 32) || !(f = fd_file(fd)))
+		return 0;
+	struct inflight r = { .inode_ptr = (__u64)BPF_CORE_READ(f, f_inode) };
+	r.pos = pos >= 0 ? pos : BPF_CORE_READ(f, f_pos);
+	bpf_map_update_elem(&reads, &tid, &r, BPF_ANY);
+	return 0;
+}
+
+static __always_inline int sys_exit(long ret)
+{
+	__u64 tid = bpf_get_current_pid_tgid();
+	struct inflight *r = bpf_map_lookup_elem(&reads, &tid);
+
+	if (!r)
+		return 0;
+	if (ret > 0)
+		emit((struct inode *)r->inode_ptr, r->pos >> 12, (r->pos + ret - 1) >> 12, LLMCACHE_OP_READ);
+	bpf_map_delete_elem(&reads, &tid);
+	return 0;
+}
+
+SEC("tp/syscalls/sys_enter_read")
+int sys_enter_read(struct trace_event_raw_sys_enter *ctx) { return sys_enter(ctx->args[0], -1); }
+SEC("tp/syscalls/sys_enter_readv")
+int sys_enter_readv(struct trace_event_raw_sys_enter *ctx) { return sys_enter(ctx->args[0], -1); }
+SEC("tp/syscalls/sys_enter_pread64")
+int sys_enter_pread64(struct trace_event_raw_sys_enter *ctx) { return sys_enter(ctx->args[0], ctx->args[3]); }
+SEC("tp/syscalls/sys_enter_preadv")
+int sys_enter_preadv(struct trace_event_raw_sys_enter *ctx) { return sys_enter(ctx->args[0], ctx->args[3]); }
+SEC("tp/syscalls/sys_enter_preadv2")
+int sys_enter_preadv2(struct trace_event_raw_sys_enter *ctx)
+{
+	return sys_enter(ctx->args[0], (__s64)ctx->args[3] == -1 ? -1 : (__s64)ctx->args[3]);
+}
+SEC("tp/syscalls/sys_exit_read")
+int sys_exit_read(struct trace_event_raw_sys_exit *ctx) { return sys_exit(ctx->ret); }
+SEC("tp/syscalls/sys_exit_readv")
+int sys_exit_readv(struct trace_event_raw_sys_exit *ctx) { return sys_exit(ctx->ret); }
+SEC("tp/syscalls/sys_exit_pread64")
+int sys_exit_pread64(struct trace_event_raw_sys_exit *ctx) { return sys_exit(ctx->ret); }
+SEC("tp/syscalls/sys_exit_preadv")
+int sys_exit_preadv(struct trace_event_raw_sys_exit *ctx) { return sys_exit(ctx->ret); }
+SEC("tp/syscalls/sys_exit_preadv2")
+int sys_exit_preadv2(struct trace_event_raw_sys_exit *ctx) { return sys_exit(ctx->ret); }
+
+struct fault_ctx {
+	__u64 address;
+	struct inode *inode;
+	__u64 block;
+};
+
+static long fault_vma(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct fault_ctx *c = data;
+	struct file *f = vma->vm_file;
+
+	if (!f)
+		return 0;
+	c->inode = BPF_CORE_READ(f, f_inode);
+	c->block = vma->vm_pgoff + ((c->address - vma->vm_start) >> PAGE_SHIFT);
+	return 0;
+}
+
+/* The format of exceptions:page_fault_user (its trace_event_raw type is not in every kernel's BTF). */
+struct page_fault_args {
+	__u64 common;
+	__u64 address, ip, error_code;
+};
+
+SEC("tp/exceptions/page_fault_user")
+int page_fault_user(struct page_fault_args *ctx)
+{
+	struct fault_ctx c = { .address = ctx->address };
+
+	if (!wanted(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	bpf_find_vma((struct task_struct *)bpf_get_current_task_btf(), c.address, fault_vma, &c, 0);
+	if (c.inode)
+		emit(c.inode, c.block, c.block, LLMCACHE_OP_MMAP_FAULT);
+	return 0;
+}
