@@ -211,9 +211,13 @@ int BPF_PROG(filemap_get_pages, struct address_space *mapping, unsigned long ind
 {
 	__u64 tid = bpf_get_current_pid_tgid();
 	struct inode *inode = BPF_CORE_READ(mapping, host);
-	struct inflight *r = bpf_map_lookup_elem(&reads, &tid);
-	__u64 syscr = read_syscalls();
+	struct inflight *r;
+	__u64 syscr;
 
+	if (!wanted(tid >> 32))
+		return 0;
+	syscr = read_syscalls();
+	r = bpf_map_lookup_elem(&reads, &tid);
 	if (r && r->inode_ptr == (__u64)inode && r->last_index == last_index && r->syscr == syscr &&
 	    index > r->index) {
 		r->index = index;

@@ -199,10 +199,15 @@ int cmd_record(int argc, char **argv)
 		char real[4096];
 		if (stat(cgroup.c_str(), &st) || !S_ISDIR(st.st_mode) || statfs(cgroup.c_str(), &sf) ||
 		    sf.f_type != 0x63677270 /* CGROUP2_SUPER_MAGIC */ || !realpath(cgroup.c_str(), real))
-			return usage_error("-c " + cgroup + ": not a cgroup v2 directory (e.g. /sys/fs/cgroup/NAME)");
+			return usage_error("-c " + cgroup + ": not a cgroup v2 directory (e.g. /sys/fs/cgroup/NAME, /sys/fs/cgroup/unified/NAME)");
 		cgroup_id = st.st_ino;
-		for (const char *p = real + std::strlen("/sys/fs/cgroup"); *p; p++)
-			cgroup_level += *p == '/';
+		// Its depth below the root of the cgroup2 hierarchy (/sys/fs/cgroup, or .../unified on hybrid systems).
+		for (std::string dir = real; dir.size() > 1;) {
+			dir.resize(dir.rfind('/') ? dir.rfind('/') : 1);
+			if (statfs(dir.c_str(), &sf) || sf.f_type != 0x63677270)
+				break;
+			cgroup_level++;
+		}
 	}
 
 	if (geteuid() != 0) {

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# llmtrace record (as root): the BPF recorder sees every access of a known llmworkload run, compared with
+# the workload's own exact trace W:
+# - pread: per file (matched by dev and inode), the sequence of read records (first block, block count)
+#   must equal W's. The filemap hook sees each read() once (its folio batches are folded into the first),
+#   clipped to the end of the file, which is exactly how llmworkload records a pread. With the syscall
+#   hooks (the fallback for kernels without filemap tracepoints) the same holds.
+# - mmap: a page fault maps a fault-around window or a whole large folio, and pages that stay mapped do
+#   not fault again, so records cannot match W's touches one for one. What must hold: the blocks the
+#   mmap-fault records cover are exactly the blocks W touched through the mapping (here: the whole weights
+#   file), warm and cold cache alike.
+# Also: -p and -- CMD record no other process, children are followed, a tiny ring loses events and says
+# so, Ctrl-C stops cleanly, -c follows a cgroup v2 directory only.
+set -euo pipefail
+BIN=${LLMCACHE_BIN:?LLMCACHE_BIN is not set}
+T=$BIN/llmtrace W=$BIN/llmworkload
+[ -x "$T" ] || { echo "FAIL: $T is missing"; exit 1; }
+if [ "$(id -u)" -ne 0 ]; then echo "SKIP: llmtrace record needs root (CAP_BPF, CAP_PERFMON)"; exit 77; fi
+tmp=$(mktemp -d)
+cg=
+cleanup() { [ -z "$cg" ] || rmdir "$cg" 2>/dev/null || true; rm -rf "$tmp"; }
+trap cleanup EXIT
+if ! "$T" record -q -o "$tmp/probe.trace" -- true 2>"$tmp/probe.err"; then
+	if grep -q "failed to load the BPF program" "$tmp/probe.err"; then
+		echo "SKIP: BPF cannot load here: $(cat "$tmp/probe.err")"; exit 77
+	fi
+	echo "FAIL: llmtrace record -- true: $(cat "$tmp/probe.err")"; exit 1
+fi
+fails=0
+check() { # description, command...
+	local what=$1; shift
+	if ! "$@"; then echo "FAIL: $what"; fails=$((fails + 1)); fi
+}
+has() { grep -qE -- "$2" <<<"$1"; }
+
+wl() { # dir, tokens, access, extra... : the decoder on real files
+	local dir=$1 tokens=$2 access=$3; shift 3
+	"$W" decoder --dir "$dir" --weights-size 4MiB --tokenizer-size 64KiB --config-size 256KiB --tokens "$tokens" \
+		--access "$access" "$@"
+}
+# "dev:inode" of every file in a CSV trace, and its records of one op as "dev:inode first nr".
+files_of() { awk -F, 'NR > 1 { print $3 ":" $4 }' "$1" | sort -u; }
+ops_of() { # csv, op, keys file
+	awk -F, -v op="$2" 'NR == FNR { want[$1] = 1; next } FNR > 1 && $7 == op && (($3 ":" $4) in want) {
+		print $3 ":" $4, $5, $6 }' "$3" "$1"
+}
+# Blocks covered, one "dev:inode block" per line, sorted and unique.
+coverage() { ops_of "$@" | awk '{ for (b = $2; b < $2 + $3; b++) print $1, b }' | sort -u; }
+
+compare_pread() { # label, hooks, extra workload args...
+	local label=$1 hooks=$2; shift 2
+	"$T" record -q --hooks "$hooks" --format csv -o "$tmp/r.csv" -- "${wl_cmd[@]}" --tokens 3 --access pread \
+		--trace "$tmp/w.csv" --format csv "$@" >/dev/null 2>"$tmp/rec.err"
+	files_of "$tmp/w.csv" >"$tmp/keys"
+	ops_of "$tmp/w.csv" read "$tmp/keys" >"$tmp/w.reads"
+	ops_of "$tmp/r.csv" read "$tmp/keys" >"$tmp/r.reads"
+	check "$label: the workload read something" test "$(wc -l <"$tmp/w.reads")" -gt 50
+	check "$label: the recorder saw every read, in order ($(wc -l <"$tmp/r.reads") vs $(wc -l <"$tmp/w.reads"))" \
+		cmp -s "$tmp/w.reads" "$tmp/r.reads"
+	check "$label: no lost events" has "$(cat "$tmp/rec.err")" " 0 lost events"
+	check "$label: files named" grep -q ',read,.*/decoder/weights.bin$' "$tmp/r.csv"
+	local wpid; wpid=$(awk -F, 'NR == 2 { print $2 }' "$tmp/w.csv")
+	check "$label: the records carry the workload's pid" \
+		test -z "$(awk -F, -v p="$wpid" 'NR == FNR && FNR > 1 { k[$3 ":" $4] = 1; next }
+			FNR > 1 && (($3 ":" $4) in k) && $2 != p' "$tmp/w.csv" "$tmp/r.csv")"
+}
+
+compare_mmap() { # label, extra workload args...
+	local label=$1; shift
+	"$T" record -q --format csv -o "$tmp/r.csv" -- "${wl_cmd[@]}" --tokens 3 --access mmap \
+		--trace "$tmp/w.csv" --format csv "$@" >/dev/null 2>"$tmp/rec.err"
+	files_of "$tmp/w.csv" >"$tmp/keys"
+	coverage "$tmp/w.csv" mmap_fault "$tmp/keys" >"$tmp/w.cov"
+	coverage "$tmp/r.csv" mmap_fault "$tmp/keys" >"$tmp/r.cov"
+	check "$label: the workload touched the whole weights file" test "$(wc -l <"$tmp/w.cov")" -eq 1024
+	check "$label: faults cover exactly the touched blocks ($(wc -l <"$tmp/r.cov") vs $(wc -l <"$tmp/w.cov"))" \
+		cmp -s "$tmp/w.cov" "$tmp/r.cov"
+	ops_of "$tmp/w.csv" read "$tmp/keys" >"$tmp/w.reads"
+	ops_of "$tmp/r.csv" read "$tmp/keys" >"$tmp/r.reads"
+	check "$label: the preads of the other files seen too" cmp -s "$tmp/w.reads" "$tmp/r.reads"
+	check "$label: no lost events" has "$(cat "$tmp/rec.err")" " 0 lost events"
+}
+
+# 1. pread and mmap, warm then cold cache. The files are created first: the runs below only read.
+dir=$tmp/wl
+wl "$dir" 1 pread >/dev/null
+wl_cmd=("$W" decoder --dir "$dir" --weights-size 4MiB --tokenizer-size 64KiB --config-size 256KiB)
+compare_pread "pread warm" auto
+compare_pread "pread cold" auto --drop-cache
+compare_pread "pread, syscall hooks" syscalls
+compare_mmap "mmap warm"
+compare_mmap "mmap cold" --drop-cache
+
+# 2. Filters. An unrelated reader of other files runs at the same time; a child of the followed process
+# is followed.
+other=$tmp/other
+wl "$other" 1 pread >/dev/null
+other_keys() { "$W" decoder --dir "$other" --weights-size 4MiB --tokenizer-size 64KiB --config-size 256KiB --tokens 1 \
+	--trace "$tmp/o.csv" --format csv >/dev/null; files_of "$tmp/o.csv"; }
+other_keys >"$tmp/okeys"
+( for _ in $(seq 40); do wl "$other" 2 pread >/dev/null; sleep 0.02; done ) &
+bg=$!
+"$T" record -q --format csv -o "$tmp/f.csv" -- sh -c "sleep 0.3; $(printf "%q " "${wl_cmd[@]}") --tokens 3 --access pread --trace $tmp/wf.csv --format csv >/dev/null; true" 2>"$tmp/rec.err"
+check "-- CMD: the child of the shell is followed" grep -q '/decoder/weights.bin$' "$tmp/f.csv"
+check "-- CMD: nothing of the unrelated process" test -z "$(ops_of "$tmp/f.csv" read "$tmp/okeys")"
+files_of "$tmp/wf.csv" >"$tmp/keys"
+ops_of "$tmp/wf.csv" read "$tmp/keys" >"$tmp/w.reads"
+ops_of "$tmp/f.csv" read "$tmp/keys" >"$tmp/r.reads"
+check "-- CMD: every read of the followed child" cmp -s "$tmp/w.reads" "$tmp/r.reads"
+
+sh -c "sleep 1; exec $(printf "%q " "${wl_cmd[@]}") --tokens 3 --access pread --trace $tmp/wp.csv --format csv >/dev/null" &
+target=$!
+"$T" record -q --format csv -p "$target" -o "$tmp/p.csv" 2>"$tmp/rec.err"
+check "-p: stops when the process is gone" has "$(cat "$tmp/rec.err")" "lost events"
+files_of "$tmp/wp.csv" >"$tmp/keys"
+ops_of "$tmp/wp.csv" read "$tmp/keys" >"$tmp/w.reads"
+ops_of "$tmp/p.csv" read "$tmp/keys" >"$tmp/r.reads"
+check "-p: every read of the process" cmp -s "$tmp/w.reads" "$tmp/r.reads"
+check "-p: nothing of the unrelated process" test -z "$(ops_of "$tmp/p.csv" read "$tmp/okeys")"
+check "-p: only its pid" test "$(awk -F, 'NR > 1 { print $2 }' "$tmp/p.csv" | sort -u)" = "$target"
+wait "$bg"
+
+# -c: a cgroup v2 directory; the process in it is recorded, the one outside is not.
+cg2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
+if [ -n "$cg2" ] && mkdir "$cg2/llmtrace-test-$$" 2>/dev/null; then
+	cg=$cg2/llmtrace-test-$$
+	( echo $BASHPID >"$cg/cgroup.procs"; sleep 0.8
+	  exec "${wl_cmd[@]}" --tokens 3 --access pread --trace "$tmp/wc.csv" --format csv >/dev/null ) &
+	inside=$!
+	( sleep 0.8; exec "$W" decoder --dir "$other" --weights-size 4MiB --tokenizer-size 64KiB --config-size 256KiB \
+		--tokens 2 >/dev/null ) &
+	"$T" record -q --format csv -c "$cg" -o "$tmp/c.csv" 2>"$tmp/rec.err" &
+	rec=$!
+	wait "$inside"; sleep 0.3; kill -INT "$rec"
+	check "-c: the recorder stops on SIGINT with status 0" wait "$rec"
+	wait
+	files_of "$tmp/wc.csv" >"$tmp/keys"
+	ops_of "$tmp/wc.csv" read "$tmp/keys" >"$tmp/w.reads"
+	ops_of "$tmp/c.csv" read "$tmp/keys" >"$tmp/r.reads"
+	check "-c: every read of the process in the cgroup" cmp -s "$tmp/w.reads" "$tmp/r.reads"
+	check "-c: nothing of the process outside" test -z "$(ops_of "$tmp/c.csv" read "$tmp/okeys")"
+else
+	echo "note: no writable cgroup v2 hierarchy: -c not tested"
+fi
+
+# 3. A tiny ring and a burst of small reads: events are lost, counted and reported.
+"$T" record -q --ring-size 4096 -o "$tmp/lost.trace" -- "${wl_cmd[@]}" --tokens 20 --access pread --read-size 4KiB \
+	>/dev/null 2>"$tmp/rec.err"
+lost=$(grep -oE '[0-9]+ lost events' "$tmp/rec.err" | cut -d' ' -f1)
+check "tiny ring: lost events counted and printed ($(cat "$tmp/rec.err"))" test "${lost:-0}" -gt 0
+check "tiny ring: the summary says what to do" has "$(cat "$tmp/rec.err")" "raise --ring-size"
+check "tiny ring: the trace is still valid" "$T" stat "$tmp/lost.trace" >/dev/null
+
+# 4. Ctrl-C stops a system-wide recording cleanly with a valid trace; the live summary is printed.
+"$T" record -o "$tmp/all.trace" 2>"$tmp/rec.err" &
+rec=$!
+sleep 1.5; wl "$dir" 1 pread >/dev/null; kill -INT "$rec"
+check "SIGINT: status 0" wait "$rec"
+check "SIGINT: live summary once a second" has "$(cat "$tmp/rec.err")" "events/s, [0-9]+ events, [0-9]+ files, [0-9]+ lost"
+check "SIGINT: a valid trace with the workload in it" has "$("$T" stat "$tmp/all.trace")" "decoder/weights.bin"
+
+# 5. CMD's exit status is passed on; bad options say what is wrong.
+set +e
+"$T" record -q -o "$tmp/x.trace" -- sh -c 'exit 3' 2>/dev/null; st=$?
+err=$("$T" record -o "$tmp/x.trace" --ring-size 5000 -- true 2>&1); st2=$?
+err3=$("$T" record -o "$tmp/x.trace" -p 1 -- true 2>&1); st3=$?
+set -e
+check "CMD's exit status is llmtrace's" test "$st" = 3
+check "--ring-size 5000 rejected" test "$st2" = 2
+check "--ring-size: says why" has "$err" "power of two"
+check "-p with -- CMD rejected" has "$err3" "choose one of"
+
+[ "$fails" -eq 0 ] && echo "PASS: llmtrace record" || { echo "$fails check(s) failed"; exit 1; }
