@@ -24,11 +24,13 @@ uint64_t parse_ring_size(const std::string &text)
 
 namespace {
 
+bool octal(char c) { return c >= '0' && c <= '7'; }
+
 std::string unescape(const std::string &s)
 {
 	std::string o;
 	for (size_t i = 0; i < s.size(); i++)
-		if (s[i] == '\\' && i + 3 < s.size() + 0 && s[i + 1] >= '0' && s[i + 1] <= '3') {
+		if (s[i] == '\\' && i + 3 < s.size() && octal(s[i + 1]) && octal(s[i + 2]) && octal(s[i + 3])) {
 			o += char((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
 			i += 3;
 		} else

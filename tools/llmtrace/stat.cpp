@@ -187,9 +187,12 @@ int cmd_stat(int argc, char **argv)
 		    in.c_str(), (unsigned long long)records, (unsigned long long)blocks, (unsigned long long)per_op[0],
 		    (unsigned long long)per_op[1], (unsigned long long)per_op[2], units::format_duration(last_ns - first_ns).c_str());
 	std::printf("footprint: %s in %zu files\n", units::format_bytes(footprint * LLMCACHE_BLOCK_SIZE).c_str(), files.size());
-	std::printf("  %-50s %10s %14s %12s\n", "file", "records", "block accesses", "footprint");
+	int width = 4;
 	for (size_t i = 0; i < files.size(); i++)
-		std::printf("  %-50s %10llu %14llu %12s\n", name(uint32_t(i)).c_str(), (unsigned long long)files[i].records,
+		width = std::max(width, int(name(uint32_t(i)).size()));
+	std::printf("  %-*s %10s %14s %12s\n", width, "file", "records", "block accesses", "footprint");
+	for (size_t i = 0; i < files.size(); i++)
+		std::printf("  %-*s %10llu %14llu %12s\n", width, name(uint32_t(i)).c_str(), (unsigned long long)files[i].records,
 			    (unsigned long long)files[i].blocks, units::format_bytes(files[i].footprint * LLMCACHE_BLOCK_SIZE).c_str());
 	std::printf("classes (policy core): %u SEQ, %u LOOP, %u HOT sequences; block accesses %llu SEQ, %llu LOOP, "
 		    "%llu HOT; %llu loop iterations\n",
@@ -197,9 +200,10 @@ int cmd_stat(int argc, char **argv)
 		    (unsigned long long)st[LLMCACHE_STAT_LOOP_BLOCKS], (unsigned long long)st[LLMCACHE_STAT_HOT_BLOCKS],
 		    (unsigned long long)st[LLMCACHE_STAT_LOOP_ITERATIONS]);
 	if (!loops.empty())
-		std::printf("loops, longest first:\n  %-50s %12s %10s %10s %12s\n", "file", "blocks", "N", "iterations", "period");
+		std::printf("loops, longest first:\n  %-*s %17s %10s %10s %12s\n", width, "file", "blocks", "N", "iterations",
+			    "period");
 	for (const Loop &l : loops)
-		std::printf("  %-50s %5llu-%-6llu %10llu %10llu %12s\n", name(l.file).c_str(), (unsigned long long)l.start,
+		std::printf("  %-*s %8llu-%-8llu %10llu %10llu %12s\n", width, name(l.file).c_str(), (unsigned long long)l.start,
 			    (unsigned long long)(l.start + l.n - 1), (unsigned long long)l.n, (unsigned long long)l.iterations,
 			    l.period_ns ? units::format_duration(l.period_ns).c_str() : "-");
 	for (const auto &note : notes)
