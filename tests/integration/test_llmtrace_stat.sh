@@ -7,7 +7,10 @@
 set -euo pipefail
 BIN=${LLMCACHE_BIN:?LLMCACHE_BIN is not set}
 T=$BIN/llmtrace W=$BIN/llmworkload
-[ -x "$T" ] || { echo "FAIL: $T is missing"; exit 1; }
+if [ ! -x "$T" ]; then # built only with clang, bpftool, libbpf and kernel BTF (see bpf/CMakeLists.txt)
+	[ -e /sys/kernel/btf/vmlinux ] || { echo "SKIP: llmtrace is not built: this kernel has no BTF"; exit 77; }
+	echo "FAIL: $T is missing (install the BPF build dependencies: scripts/install-deps.sh bpf)"; exit 1
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fails=0
