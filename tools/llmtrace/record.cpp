@@ -154,7 +154,7 @@ int cmd_record(int argc, char **argv)
 		("min-size", po::value(&min_size)->default_value(min_size), "ignore files smaller than this")
 		("ring-size", po::value(&ring_size)->default_value(ring_size), "BPF ring buffer size (power of two)")
 		("hooks", po::value(&hooks)->default_value(hooks),
-		 "auto, filemap (Linux 6.11+ filemap tracepoints) or syscalls (read/pread tracepoints and user page faults)")
+		 "auto, filemap (filemap tracepoints, where the kernel has them) or syscalls (read/pread tracepoints and user page faults)")
 		("quiet,q", "no live summary once a second");
 	po::variables_map vm;
 	try {
@@ -265,7 +265,7 @@ int cmd_record(int argc, char **argv)
 	skel->rodata->self_tgid = uint32_t(getpid());
 	bpf_map__set_max_entries(skel->maps.events, uint32_t(ring_bytes));
 
-	// Hooks: the filemap tracepoints where the kernel has them (6.11+), else the syscall tracepoints.
+	// Hooks: the filemap tracepoints where the kernel has them, else the syscall tracepoints.
 	bool filemap = hooks == "filemap" || (hooks == "auto" && kernel_has("btf_trace_mm_filemap_get_pages"));
 	bool faults = true;
 	bpf_program *prog;
