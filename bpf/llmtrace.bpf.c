@@ -7,13 +7,14 @@
  *
  * Hooks, chosen by the loader per kernel (programs whose attach point is missing are not loaded):
  * - filemap raw tracepoints where the kernel has them (mm_filemap_get_pages, mm_filemap_map_pages and
- *   mm_filemap_fault: 6.18 here, probed in BTF at load time): every buffered read including cache hits, fault-around batches and mmap faults,
- *   with the address_space, so the inode's mode, size and device are read through CO-RE.
+ *   mm_filemap_fault: 6.18 here, probed in BTF at load time): every buffered read including cache hits,
+ *   fault-around batches and mmap faults, with the address_space, so the inode's mode, size and device
+ *   are read through CO-RE. Fault-around records are widened to the large folios at their ends.
  *   filemap_read() calls filemap_get_pages() once per folio batch with the remaining range of the same
  *   read(); the batches after the first are folded into the first (same thread, same inode, same end,
  *   a higher start, and the same read-syscall count task->ioac.syscr), so one read() is one record.
- * - otherwise (e.g. Linux 6.1) syscall tracepoints: read, pread64, readv, preadv, preadv2, with the file and
- *   its offset taken from the task's fd table at entry and the byte count at exit; and
+ * - otherwise (e.g. Linux 6.1) syscall tracepoints: read, pread64, readv, preadv, preadv2, with the file
+ *   and its offset taken from the task's fd table at entry and the byte count at exit; and
  *   exceptions:page_fault_user with bpf_find_vma() for faults on file mappings (no fault-around there).
  * - sched_process_fork (raw tracepoint) adds the children of followed processes to the followed set.
  * Names: before the first record about a file, a struct llmtrace_path_event carries the dentry names from
@@ -258,7 +259,7 @@ static __always_inline struct folio *cache_folio(struct address_space *mapping, 
 	return e && !(e & 3) ? (struct folio *)e : NULL;
 }
 
-/* Widen [*first, *last] to the folios that hold its ends: fault-around maps whole large folios (seen on 6.18). */
+/* Widen [*first, *last] to the folios holding its ends: fault-around maps whole large folios (6.18). */
 static __always_inline void widen_to_folios(struct address_space *mapping, __u64 *first, __u64 *last)
 {
 	int head = bpf_core_enum_value(enum pageflags, PG_head);
