@@ -43,6 +43,7 @@ const volatile __u64 cgroup_id = 0;       /* 0: any cgroup */
 const volatile __u32 cgroup_level = 0;    /* depth of cgroup_id below the cgroup2 root */
 const volatile __u64 min_size = 0;        /* files smaller than this are ignored */
 const volatile __u32 self_tgid = 0;       /* the recorder itself, never traced */
+const volatile __u64 wakeup_bytes = 0;    /* wake the reader only once this much is waiting (0: always) */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -71,6 +72,15 @@ struct inflight {
 	__u64 pos;               /* syscall fallback: byte offset at entry */
 };
 
+/* filemap_get_pages: per thread, in task-local storage (no hashing on the hot path). */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct inflight);
+} task_reads SEC(".maps");
+
+/* Syscall fallback: per thread id, between sys_enter and sys_exit. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, LLMTRACE_MAX_THREADS);
@@ -91,6 +101,14 @@ struct {
 	__type(value, __u8);
 } named SEC(".maps");
 
+/* The file this CPU named or found named last: most records are about the same file as the one before. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct file_key);
+} last_named SEC(".maps");
+
 static __always_inline void count(__u32 which)
 {
 	__u64 *v = bpf_map_lookup_elem(&counters, &which);
@@ -110,6 +128,17 @@ static __always_inline bool wanted(__u32 tgid)
 	return true;
 }
 
+/*
+ * Waking the reader for every record costs more than the record (a context switch per read() on a small
+ * machine): wake it when wakeup_bytes are waiting; it also polls on a timer.
+ */
+static __always_inline __u64 wakeup_flags(void)
+{
+	if (!wakeup_bytes)
+		return 0;
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
 /* The kernel's s_dev (major << 20 | minor) in userspace st_dev encoding (new_encode_dev). */
 static __always_inline __u32 encode_dev(__u32 s_dev)
 {
@@ -125,10 +154,16 @@ static __always_inline bool name_file(struct inode *inode, __u32 dev, __u64 ino,
 	struct llmtrace_path_event *e;
 	struct dentry *d, *parent;
 	struct hlist_node *alias;
+	struct file_key *last = bpf_map_lookup_elem(&last_named, &(__u32){ 0 });
 	__u8 one = 1;
 
-	if (bpf_map_lookup_elem(&named, &k))
+	if (last && last->inode == ino && last->dev == dev)
 		return true;
+	if (bpf_map_lookup_elem(&named, &k)) {
+		if (last)
+			*last = k;
+		return true;
+	}
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e)
 		return false;
@@ -152,32 +187,36 @@ static __always_inline bool name_file(struct inode *inode, __u32 dev, __u64 ino,
 		e->depth = i + 1;
 		d = parent;
 	}
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, wakeup_flags());
 	bpf_map_update_elem(&named, &k, &one, BPF_ANY);
+	if (last)
+		*last = k;
 	return true;
 }
 
-/* Blocks [first, last] of inode were accessed: filter, clip to the end of the file, emit. */
-static __always_inline void emit(struct inode *inode, __u64 first, __u64 last, __u8 op)
-{
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct llmcache_access *a;
+/* What a record needs to know about an inode. */
+struct facts {
+	__u64 ino;
 	__s64 size;
+	__u32 s_dev;
+	__u16 mode;
+};
 
-	if (!inode || !wanted(tgid))
+/* Blocks [first, last] of inode were accessed by tgid: filter, clip to the end of the file, emit. */
+static __always_inline void emit(struct inode *inode, const struct facts *f, __u64 first, __u64 last, __u8 op,
+				 __u32 tgid)
+{
+	struct llmcache_access *a;
+	__u32 dev;
+
+	if ((f->mode & S_IFMT) != S_IFREG || f->size <= 0 || (__u64)f->size < min_size)
 		return;
-	if ((BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFREG)
-		return;
-	size = BPF_CORE_READ(inode, i_size);
-	if (size <= 0 || (__u64)size < min_size)
-		return;
-	if (last > (__u64)(size - 1) >> PAGE_SHIFT)
-		last = (__u64)(size - 1) >> PAGE_SHIFT;
+	if (last > (__u64)(f->size - 1) >> PAGE_SHIFT)
+		last = (__u64)(f->size - 1) >> PAGE_SHIFT;
 	if (first > last)
 		return;
-	__u32 dev = encode_dev(BPF_CORE_READ(inode, i_sb, s_dev));
-	__u64 ino = BPF_CORE_READ(inode, i_ino);
-	if (!name_file(inode, dev, ino, tgid)) {
+	dev = encode_dev(f->s_dev);
+	if (!name_file(inode, dev, f->ino, tgid)) {
 		count(LLMTRACE_CNT_LOST);
 		return;
 	}
@@ -187,47 +226,74 @@ static __always_inline void emit(struct inode *inode, __u64 first, __u64 last, _
 		return;
 	}
 	a->time_ns = bpf_ktime_get_ns();
-	a->inode = ino;
+	a->inode = f->ino;
 	a->first_block = first;
 	a->pid = tgid;
 	a->dev = dev;
 	a->nr_blocks = last - first + 1;
 	a->op = op;
 	a->pad[0] = a->pad[1] = a->pad[2] = 0;
-	bpf_ringbuf_submit(a, 0);
-	count(LLMTRACE_CNT_EVENTS);
+	bpf_ringbuf_submit(a, wakeup_flags());
+}
+
+/* inode from a tp_btf argument: a trusted BTF pointer, read with plain loads. */
+static __always_inline void emit_btf(struct inode *inode, __u64 first, __u64 last, __u8 op, __u32 tgid)
+{
+	struct facts f = {
+		.ino = inode->i_ino, .size = inode->i_size, .s_dev = inode->i_sb->s_dev, .mode = inode->i_mode,
+	};
+
+	emit(inode, &f, first, last, op, tgid);
+}
+
+/* inode from a map or a probe read: read with probe reads. */
+static __always_inline void emit_probe(struct inode *inode, __u64 first, __u64 last, __u8 op, __u32 tgid)
+{
+	struct facts f = {
+		.ino = BPF_CORE_READ(inode, i_ino),
+		.size = BPF_CORE_READ(inode, i_size),
+		.s_dev = BPF_CORE_READ(inode, i_sb, s_dev),
+		.mode = BPF_CORE_READ(inode, i_mode),
+	};
+
+	if (inode)
+		emit(inode, &f, first, last, op, tgid);
 }
 
 static __always_inline __u64 read_syscalls(void)
 {
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct task_struct *task = bpf_get_current_task_btf();
 
 	if (!bpf_core_field_exists(task->ioac))
 		return 0;
-	return BPF_CORE_READ(task, ioac.syscr);
+	return task->ioac.syscr;
 }
 
-SEC("raw_tp/mm_filemap_get_pages")
+SEC("tp_btf/mm_filemap_get_pages")
 int BPF_PROG(filemap_get_pages, struct address_space *mapping, unsigned long index, unsigned long last_index)
 {
-	__u64 tid = bpf_get_current_pid_tgid();
-	struct inode *inode = BPF_CORE_READ(mapping, host);
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct inode *inode = mapping->host;
 	struct inflight *r;
 	__u64 syscr;
 
-	if (!wanted(tid >> 32))
+	if (!wanted(tgid))
 		return 0;
 	syscr = read_syscalls();
-	r = bpf_map_lookup_elem(&reads, &tid);
-	if (r && r->inode_ptr == (__u64)inode && r->last_index == last_index && r->syscr == syscr &&
-	    index > r->index) {
+	r = bpf_task_storage_get(&task_reads, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (r) {
+		if (r->inode_ptr == (__u64)inode && r->last_index == last_index && r->syscr == syscr &&
+		    index > r->index) {
+			r->index = index;
+			count(LLMTRACE_CNT_MERGED);
+			return 0;
+		}
+		r->inode_ptr = (__u64)inode;
 		r->index = index;
-		count(LLMTRACE_CNT_MERGED);
-		return 0;
+		r->last_index = last_index;
+		r->syscr = syscr;
 	}
-	struct inflight now = { .inode_ptr = (__u64)inode, .index = index, .last_index = last_index, .syscr = syscr };
-	bpf_map_update_elem(&reads, &tid, &now, BPF_ANY);
-	emit(inode, index, last_index, LLMCACHE_OP_READ);
+	emit_btf(inode, index, last_index, LLMCACHE_OP_READ, tgid);
 	return 0;
 }
 
@@ -284,20 +350,26 @@ static __always_inline void widen_to_folios(struct address_space *mapping, __u64
 	}
 }
 
-SEC("raw_tp/mm_filemap_map_pages")
+SEC("tp_btf/mm_filemap_map_pages")
 int BPF_PROG(filemap_map_pages, struct address_space *mapping, unsigned long start, unsigned long end)
 {
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	__u64 first = start, last = end;
 
+	if (!wanted(tgid))
+		return 0;
 	widen_to_folios(mapping, &first, &last);
-	emit(BPF_CORE_READ(mapping, host), first, last, LLMCACHE_OP_MMAP_FAULT);
+	emit_btf(mapping->host, first, last, LLMCACHE_OP_MMAP_FAULT, tgid);
 	return 0;
 }
 
-SEC("raw_tp/mm_filemap_fault")
+SEC("tp_btf/mm_filemap_fault")
 int BPF_PROG(filemap_fault, struct address_space *mapping, unsigned long index)
 {
-	emit(BPF_CORE_READ(mapping, host), index, index, LLMCACHE_OP_MMAP_FAULT);
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (wanted(tgid))
+		emit_btf(mapping->host, index, index, LLMCACHE_OP_MMAP_FAULT, tgid);
 	return 0;
 }
 
@@ -348,7 +420,8 @@ static __always_inline int sys_exit(long ret)
 	if (!r)
 		return 0;
 	if (ret > 0)
-		emit((struct inode *)r->inode_ptr, r->pos >> 12, (r->pos + ret - 1) >> 12, LLMCACHE_OP_READ);
+		emit_probe((struct inode *)r->inode_ptr, r->pos >> 12, (r->pos + ret - 1) >> 12, LLMCACHE_OP_READ,
+			   tid >> 32);
 	bpf_map_delete_elem(&reads, &tid);
 	return 0;
 }
@@ -410,6 +483,6 @@ int page_fault_user(struct page_fault_args *ctx)
 		return 0;
 	bpf_find_vma((struct task_struct *)bpf_get_current_task_btf(), c.address, fault_vma, &c, 0);
 	if (c.inode)
-		emit(c.inode, c.block, c.block, LLMCACHE_OP_MMAP_FAULT);
+		emit_probe(c.inode, c.block, c.block, LLMCACHE_OP_MMAP_FAULT, bpf_get_current_pid_tgid() >> 32);
 	return 0;
 }

@@ -11,8 +11,7 @@
 
 /* Counters in the per-CPU `counters` array map, summed by userspace. */
 enum llmtrace_counter {
-	LLMTRACE_CNT_EVENTS = 0, /* records submitted to the ring buffer */
-	LLMTRACE_CNT_LOST,       /* records dropped because the ring buffer was full */
+	LLMTRACE_CNT_LOST = 0,   /* records dropped because the ring buffer was full */
 	LLMTRACE_CNT_MERGED,     /* filemap_get_pages calls folded into the read that started them */
 	LLMTRACE_NR_COUNTERS
 };

@@ -263,6 +263,7 @@ int cmd_record(int argc, char **argv)
 	skel->rodata->cgroup_level = cgroup_level;
 	skel->rodata->min_size = min_bytes;
 	skel->rodata->self_tgid = uint32_t(getpid());
+	skel->rodata->wakeup_bytes = ring_bytes / 4; // and a poll every 50 ms
 	bpf_map__set_max_entries(skel->maps.events, uint32_t(ring_bytes));
 
 	// Hooks: the filemap tracepoints where the kernel has them, else the syscall tracepoints.
@@ -273,7 +274,7 @@ int cmd_record(int argc, char **argv)
 	{
 		std::string_view sec = bpf_program__section_name(prog);
 		bool on;
-		if (sec.starts_with("raw_tp/mm_filemap_"))
+		if (sec.starts_with("tp_btf/mm_filemap_"))
 			on = filemap;
 		else if (sec == "tp/exceptions/page_fault_user") {
 			faults = filemap || tracepoint_exists("exceptions", "page_fault_user");
@@ -330,7 +331,9 @@ int cmd_record(int argc, char **argv)
 		int status = 0;
 		bool done = false;
 		while (!done) {
-			int n = ring_buffer__poll(rb, 100);
+			int n = ring_buffer__poll(rb, 50);
+			if (n >= 0)
+				n = ring_buffer__consume(rb);
 			if (n < 0 && n != -EINTR)
 				throw std::runtime_error(std::string("failed to read the ring buffer: ") + std::strerror(-n));
 			if (stop_requested)
