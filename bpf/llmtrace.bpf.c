@@ -21,7 +21,7 @@
  * the inode (its first alias) up to its file system's root; userspace adds the mount point of dev. This
  * names files that a short-lived process opened and closed before userspace could look in /proc.
  * Filters: followed tgids (-p, -- CMD), a cgroup (v2, its descendants too), a minimum file size, regular
- * files only. A record that finds the ring buffer full is counted in LLMTRACE_CNT_LOST.
+ * files only, and paths: userspace marks the files outside --path-prefix IGNORED in `named` once named. A record that finds the ring buffer full is counted in LLMTRACE_CNT_LOST.
  * fentry/fexit are not used: they do not attach on every kernel this must run on.
  */
 #include "vmlinux.h"
@@ -88,17 +88,11 @@ struct {
 	__type(value, struct inflight);
 } reads SEC(".maps");
 
-struct file_key {
-	__u64 inode;
-	__u32 dev;
-	__u32 pad;
-};
-
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, LLMTRACE_MAX_FILES);
-	__type(key, struct file_key);
-	__type(value, __u8);
+	__type(key, struct llmtrace_file_key);
+	__type(value, __u8); /* enum llmtrace_file_state */
 } named SEC(".maps");
 
 /* The file this CPU named or found named last: most records are about the same file as the one before. */
@@ -106,7 +100,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct file_key);
+	__type(value, struct llmtrace_file_key); /* pad: its enum llmtrace_file_state */
 } last_named SEC(".maps");
 
 static __always_inline void count(__u32 which)
@@ -147,26 +141,30 @@ static __always_inline __u32 encode_dev(__u32 s_dev)
 	return ((major & 0xfff) << 8) | (minor & 0xff) | ((minor & ~0xffU) << 12);
 }
 
-/* Name (dev, inode) unless it was named already; false if the ring buffer is full. */
-static __always_inline bool name_file(struct inode *inode, __u32 dev, __u64 ino, __u32 tgid)
+/*
+ * Name (dev, inode) unless it was named already. Returns its enum llmtrace_file_state, or 0 if the ring
+ * buffer is full.
+ */
+static __always_inline __u32 name_file(struct inode *inode, __u32 dev, __u64 ino, __u32 tgid)
 {
-	struct file_key k = { .inode = ino, .dev = dev };
+	struct llmtrace_file_key k = { .inode = ino, .dev = dev };
+	struct llmtrace_file_key *last = bpf_map_lookup_elem(&last_named, &(__u32){ 0 });
 	struct llmtrace_path_event *e;
 	struct dentry *d, *parent;
 	struct hlist_node *alias;
-	struct file_key *last = bpf_map_lookup_elem(&last_named, &(__u32){ 0 });
-	__u8 one = 1;
+	__u8 *state, recorded = LLMTRACE_FILE_RECORDED;
 
 	if (last && last->inode == ino && last->dev == dev)
-		return true;
-	if (bpf_map_lookup_elem(&named, &k)) {
+		return last->pad;
+	if ((state = bpf_map_lookup_elem(&named, &k))) {
+		k.pad = *state;
 		if (last)
 			*last = k;
-		return true;
+		return k.pad;
 	}
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e)
-		return false;
+		return 0;
 	__builtin_memset(&e->a, 0, sizeof(e->a));
 	e->a.time_ns = bpf_ktime_get_ns();
 	e->a.inode = ino;
@@ -188,10 +186,11 @@ static __always_inline bool name_file(struct inode *inode, __u32 dev, __u64 ino,
 		d = parent;
 	}
 	bpf_ringbuf_submit(e, wakeup_flags());
-	bpf_map_update_elem(&named, &k, &one, BPF_ANY);
+	bpf_map_update_elem(&named, &k, &recorded, BPF_NOEXIST);
+	k.pad = LLMTRACE_FILE_RECORDED;
 	if (last)
 		*last = k;
-	return true;
+	return LLMTRACE_FILE_RECORDED;
 }
 
 /* What a record needs to know about an inode. */
@@ -216,8 +215,13 @@ static __always_inline void emit(struct inode *inode, const struct facts *f, __u
 	if (first > last)
 		return;
 	dev = encode_dev(f->s_dev);
-	if (!name_file(inode, dev, f->ino, tgid)) {
+	switch (name_file(inode, dev, f->ino, tgid)) {
+	case LLMTRACE_FILE_RECORDED:
+		break;
+	case 0:
 		count(LLMTRACE_CNT_LOST);
+		return;
+	default:
 		return;
 	}
 	a = bpf_ringbuf_reserve(&events, sizeof(*a), 0);

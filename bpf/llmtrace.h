@@ -30,6 +30,17 @@ struct llmtrace_path_event {
 	char names[LLMTRACE_PATH_DEPTH][LLMTRACE_NAME_MAX];
 };
 
+/* Key and values of the `named` map: userspace marks the files outside --path-prefix IGNORED. */
+struct llmtrace_file_key {
+	__u64 inode;
+	__u32 dev;
+	__u32 pad;
+};
+enum llmtrace_file_state {
+	LLMTRACE_FILE_RECORDED = 1,
+	LLMTRACE_FILE_IGNORED = 2,
+};
+
 #define LLMTRACE_MAX_FILES 65536 /* files named so far (forgotten least recently used first) */
 #define LLMTRACE_MAX_TGIDS 65536 /* processes followed at once (the -p / -- CMD set and their children) */
 #define LLMTRACE_MAX_THREADS 65536 /* threads with a read in flight (filemap_get_pages merging) */

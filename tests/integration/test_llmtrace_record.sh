@@ -10,8 +10,9 @@
 #   not fault again, so records cannot match W's touches one for one. What must hold: the blocks the
 #   mmap-fault records cover are exactly the blocks W touched through the mapping (here: the whole weights
 #   file), warm and cold cache alike.
-# Also: -p and -- CMD record no other process, children are followed, a tiny ring loses events and says
-# so, Ctrl-C stops cleanly, -c follows a cgroup v2 directory only.
+# Also: -p and -- CMD record no other process, children are followed, -c follows a cgroup v2 directory
+# only, --min-size and --path-prefix leave files out, a tiny ring loses events and says so, Ctrl-C stops
+# cleanly.
 set -euo pipefail
 BIN=${LLMCACHE_BIN:?LLMCACHE_BIN is not set}
 T=$BIN/llmtrace W=$BIN/llmworkload
@@ -151,6 +152,21 @@ if [ -n "$cg2" ] && mkdir "$cg2/llmtrace-test-$$" 2>/dev/null; then
 else
 	echo "note: no writable cgroup v2 hierarchy: -c not tested"
 fi
+
+# --min-size and --path-prefix: the small files of the workload are left out, or everything outside DIR.
+"$T" record -q --format csv --min-size 1MiB -o "$tmp/m.csv" -- "${wl_cmd[@]}" --tokens 3 --access pread \
+	--trace "$tmp/wm.csv" --format csv >/dev/null 2>&1
+files_of "$tmp/wm.csv" >"$tmp/keys"
+check "--min-size: weights there" grep -q ',read,.*/weights\.bin$' "$tmp/m.csv"
+check "--min-size: config and tokenizer left out" test -z "$(grep -E '(config|tokenizer)\.bin$' "$tmp/m.csv")"
+check "--min-size: the weights recorded" test "$(ops_of "$tmp/m.csv" read "$tmp/keys")" = \
+	"$(ops_of "$tmp/wm.csv" read "$tmp/keys" | grep -F "$(awk -F, '/weights.bin$/ { print $3 ":" $4; exit }' "$tmp/wm.csv")")"
+"$T" record -q --format csv --path-prefix "$dir/" -o "$tmp/pp.csv" -- "${wl_cmd[@]}" --tokens 3 --access pread \
+	--trace "$tmp/wpp.csv" --format csv >/dev/null 2>&1
+files_of "$tmp/wpp.csv" >"$tmp/keys"
+check "--path-prefix: only files under it" test "$(awk -F, -v d="$dir/" 'NR > 1 && index($8, d) != 1' "$tmp/pp.csv" | wc -l)" = 0
+check "--path-prefix: every read under it" test "$(ops_of "$tmp/pp.csv" read "$tmp/keys")" = "$(ops_of "$tmp/wpp.csv" read "$tmp/keys")"
+check "--path-prefix: no other records" test "$(($(wc -l <"$tmp/pp.csv") - 1))" = "$(ops_of "$tmp/pp.csv" read "$tmp/keys" | wc -l)"
 
 # 3. A tiny ring and a burst of small reads: events are lost, counted and reported.
 "$T" record -q --ring-size 4096 -o "$tmp/lost.trace" -- "${wl_cmd[@]}" --tokens 20 --access pread --read-size 4KiB \

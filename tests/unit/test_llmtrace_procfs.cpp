@@ -60,6 +60,15 @@ static void join_reversed__leaf_first__root_first_path(void **)
 	assert_string_equal(join_reversed({}, false).c_str(), "/");
 }
 
+static void path_under__whole_components__only_real_subpaths(void **)
+{
+	assert_true(path_under("/models/w.bin", "/models"));
+	assert_true(path_under("/models", "/models"));
+	assert_true(path_under("/models/w.bin", "/"));
+	assert_false(path_under("/models2/w.bin", "/models"));
+	assert_false(path_under("/mod", "/models"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -68,6 +77,7 @@ int main(void)
 		cmocka_unit_test(parse_mountinfo_line__escaped_mount_point__decoded),
 		cmocka_unit_test(mount_table_resolve__root_bind_and_unknown__absolute_paths),
 		cmocka_unit_test(join_reversed__leaf_first__root_first_path),
+		cmocka_unit_test(path_under__whole_components__only_real_subpaths),
 	};
 	return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -88,6 +88,12 @@ std::string MountTable::resolve(uint32_t dev, const std::string &fs_path) const
 	return fs_path;
 }
 
+bool path_under(std::string_view path, std::string_view prefix)
+{
+	return path.starts_with(prefix) &&
+	       (path.size() == prefix.size() || prefix.ends_with('/') || path[prefix.size()] == '/');
+}
+
 std::string join_reversed(const std::vector<std::string> &names, bool truncated)
 {
 	std::string p = truncated ? "..." : "";

@@ -40,6 +40,9 @@ private:
 	std::vector<Mount> mounts_;
 };
 
+// path is prefix or under it, by whole components: "/m/x" is under "/m" and "/", "/mx" is not.
+bool path_under(std::string_view path, std::string_view prefix);
+
 // "/" + names joined by '/', leaf first in names (the order the BPF program walks them).
 std::string join_reversed(const std::vector<std::string> &names_leaf_first, bool truncated);
 

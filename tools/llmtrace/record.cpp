@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cerrno>
 #include <csignal>
@@ -25,6 +26,7 @@
 #include "llmtrace.h"
 #include "llmtrace.skel.h"
 #include "procfs.hpp"
+#include "sim/flat_map.hpp"
 #include "trace/trace.hpp"
 #include "util/units.hpp"
 
@@ -74,7 +76,12 @@ bool tracepoint_exists(const char *category, const char *name)
 struct Recorder {
 	trace::Writer *w = nullptr;
 	llmtrace::MountTable mounts = llmtrace::MountTable::load();
+	std::vector<std::string> prefixes; // --path-prefix: record only files under these
+	bpf_map *named = nullptr;          // where files outside them are marked IGNORED
+	sim::FlatMap<uint8_t> ignored{64};  // and here, for their records already in the ring
 	uint64_t events = 0, files = 0;
+
+	static uint64_t file_key(uint32_t dev, uint64_t inode) { return (uint64_t(dev) << 44) ^ inode; }
 
 	void on_path(const llmtrace_path_event &e)
 	{
@@ -82,7 +89,17 @@ struct Recorder {
 		for (uint32_t i = 0; i < e.depth && i < LLMTRACE_PATH_DEPTH; i++)
 			names.emplace_back(e.names[i], strnlen(e.names[i], LLMTRACE_NAME_MAX));
 		std::string fs_path = llmtrace::join_reversed(names, e.truncated);
-		w->name(e.a.dev, e.a.inode, e.truncated ? fs_path : mounts.resolve(e.a.dev, fs_path));
+		std::string path = e.truncated ? fs_path : mounts.resolve(e.a.dev, fs_path);
+		if (!prefixes.empty() && std::none_of(prefixes.begin(), prefixes.end(), [&](const std::string &p) {
+			    return llmtrace::path_under(path, p);
+		    })) {
+			ignored.put(file_key(e.a.dev, e.a.inode), 1);
+			llmtrace_file_key k{e.a.inode, e.a.dev, 0};
+			uint8_t state = LLMTRACE_FILE_IGNORED;
+			bpf_map__update_elem(named, &k, sizeof(k), &state, sizeof(state), BPF_ANY);
+			return;
+		}
+		w->name(e.a.dev, e.a.inode, path);
 		files++;
 	}
 
@@ -92,7 +109,8 @@ struct Recorder {
 		const auto *a = static_cast<const llmcache_access *>(data);
 		if (size >= sizeof(llmtrace_path_event) && a->op == LLMCACHE_OP_PATH)
 			r->on_path(*static_cast<const llmtrace_path_event *>(data));
-		else if (size >= sizeof(llmcache_access)) {
+		else if (size >= sizeof(llmcache_access) &&
+			 (r->prefixes.empty() || !r->ignored.find(file_key(a->dev, a->inode)))) {
 			r->w->write(*a);
 			r->events++;
 		}
@@ -123,7 +141,8 @@ int print_usage(const po::options_description &opts, FILE *out)
 	std::fputs("\nEXAMPLES\n"
 		   "  sudo llmtrace record -o llama.trace -- ./llama-cli -m model.gguf -p hello\n"
 		   "  sudo llmtrace record -p 4242 -o engine.trace --format csv\n"
-		   "  sudo llmtrace record -c /sys/fs/cgroup/llm.slice -o llm.trace --min-size 1MiB\n",
+		   "  sudo llmtrace record -c /sys/fs/cgroup/llm.slice -o llm.trace --min-size 1MiB\n"
+		   "  sudo llmtrace record --path-prefix /models -o models.trace   # every process, files under /models\n",
 		   out);
 	return out == stdout ? 0 : 2;
 }
@@ -143,6 +162,7 @@ int cmd_record(int argc, char **argv)
 		}
 
 	uint32_t pid = 0;
+	std::vector<std::string> prefixes;
 	std::string cgroup, out, format = "native", min_size = "0", ring_size = "16MiB", hooks = "auto";
 	po::options_description opts("Options");
 	opts.add_options()
@@ -152,6 +172,8 @@ int cmd_record(int argc, char **argv)
 		("output,o", po::value(&out), "write the trace here (\"-\": stdout)")
 		("format", po::value(&format)->default_value(format), "native, csv or oracleGeneral")
 		("min-size", po::value(&min_size)->default_value(min_size), "ignore files smaller than this")
+		("path-prefix", po::value(&prefixes)->value_name("DIR"),
+		 "record only files under DIR (repeatable; whole path components: /m matches /m/x, not /mx)")
 		("ring-size", po::value(&ring_size)->default_value(ring_size), "BPF ring buffer size (power of two)")
 		("hooks", po::value(&hooks)->default_value(hooks),
 		 "auto, filemap (filemap tracepoints, where the kernel has them) or syscalls (read/pread tracepoints and user page faults)")
@@ -311,6 +333,9 @@ int cmd_record(int argc, char **argv)
 			w->set_flags(LLMCACHE_TRACE_F_MMAP_UNSEEN);
 		Recorder rec;
 		rec.w = w.get();
+		rec.named = skel->maps.named;
+		for (auto &p : prefixes)
+			rec.prefixes.push_back(p.size() > 1 && p.back() == '/' ? p.substr(0, p.size() - 1) : p);
 		ring_buffer *rb = ring_buffer__new(bpf_map__fd(skel->maps.events), Recorder::callback, &rec, nullptr);
 		if (!rb)
 			throw std::runtime_error(std::string("failed to create the ring buffer reader: ") + std::strerror(errno));
