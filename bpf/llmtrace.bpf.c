@@ -16,6 +16,8 @@
  * - otherwise (e.g. Linux 6.1) syscall tracepoints: read, pread64, readv, preadv, preadv2, with the file
  *   and its offset taken from the task's fd table at entry and the byte count at exit; and
  *   exceptions:page_fault_user with bpf_find_vma() for faults on file mappings (no fault-around there).
+ * - writes, on every kernel: syscall tracepoints write, pwrite64, writev, pwritev, pwritev2 (the offset is
+ *   i_size for O_APPEND files).
  * - sched_process_fork (raw tracepoint) adds the children of followed processes to the followed set.
  * Names: before the first record about a file, a struct llmtrace_path_event carries the dentry names from
  * the inode (its first alias) up to its file system's root; userspace adds the mount point of dev. This
@@ -69,7 +71,8 @@ struct inflight {
 	__u64 inode_ptr;
 	__u64 index, last_index; /* get_pages: the first batch's start and the read's end */
 	__u64 syscr;
-	__u64 pos;               /* syscall fallback: byte offset at entry */
+	__u64 pos;               /* syscall: byte offset at entry */
+	__u8 op;                 /* syscall: LLMCACHE_OP_READ or LLMCACHE_OP_WRITE */
 };
 
 /* filemap_get_pages: per thread, in task-local storage (no hashing on the hot path). */
@@ -403,19 +406,32 @@ static __always_inline struct file *fd_file(int fd)
 	return f;
 }
 
-static __always_inline int sys_enter(int fd, __s64 pos)
+#define O_APPEND 02000
+
+/* A read or write syscall starts: remember the file and the offset, if the file is a regular one. */
+static __always_inline int sys_enter(int fd, __s64 pos, __u8 op)
 {
 	__u64 tid = bpf_get_current_pid_tgid();
+	struct inode *inode;
 	struct file *f;
 
 	if (!wanted(tid >> 32) || !(f = fd_file(fd)))
 		return 0;
-	struct inflight r = { .inode_ptr = (__u64)BPF_CORE_READ(f, f_inode) };
-	r.pos = pos >= 0 ? pos : BPF_CORE_READ(f, f_pos);
+	inode = BPF_CORE_READ(f, f_inode);
+	if ((BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFREG)
+		return 0;
+	struct inflight r = { .inode_ptr = (__u64)inode, .op = op };
+	if (pos >= 0)
+		r.pos = pos;
+	else if (op == LLMCACHE_OP_WRITE && (BPF_CORE_READ(f, f_flags) & O_APPEND))
+		r.pos = BPF_CORE_READ(inode, i_size);
+	else
+		r.pos = BPF_CORE_READ(f, f_pos);
 	bpf_map_update_elem(&reads, &tid, &r, BPF_ANY);
 	return 0;
 }
 
+/* ...and returns ret bytes. */
 static __always_inline int sys_exit(long ret)
 {
 	__u64 tid = bpf_get_current_pid_tgid();
@@ -424,35 +440,32 @@ static __always_inline int sys_exit(long ret)
 	if (!r)
 		return 0;
 	if (ret > 0)
-		emit_probe((struct inode *)r->inode_ptr, r->pos >> 12, (r->pos + ret - 1) >> 12, LLMCACHE_OP_READ,
-			   tid >> 32);
+		emit_probe((struct inode *)r->inode_ptr, r->pos >> 12, (r->pos + ret - 1) >> 12, r->op, tid >> 32);
 	bpf_map_delete_elem(&reads, &tid);
 	return 0;
 }
 
-SEC("tp/syscalls/sys_enter_read")
-int sys_enter_read(struct trace_event_raw_sys_enter *ctx) { return sys_enter(ctx->args[0], -1); }
-SEC("tp/syscalls/sys_enter_readv")
-int sys_enter_readv(struct trace_event_raw_sys_enter *ctx) { return sys_enter(ctx->args[0], -1); }
-SEC("tp/syscalls/sys_enter_pread64")
-int sys_enter_pread64(struct trace_event_raw_sys_enter *ctx) { return sys_enter(ctx->args[0], ctx->args[3]); }
-SEC("tp/syscalls/sys_enter_preadv")
-int sys_enter_preadv(struct trace_event_raw_sys_enter *ctx) { return sys_enter(ctx->args[0], ctx->args[3]); }
-SEC("tp/syscalls/sys_enter_preadv2")
-int sys_enter_preadv2(struct trace_event_raw_sys_enter *ctx)
-{
-	return sys_enter(ctx->args[0], (__s64)ctx->args[3] == -1 ? -1 : (__s64)ctx->args[3]);
-}
-SEC("tp/syscalls/sys_exit_read")
-int sys_exit_read(struct trace_event_raw_sys_exit *ctx) { return sys_exit(ctx->ret); }
-SEC("tp/syscalls/sys_exit_readv")
-int sys_exit_readv(struct trace_event_raw_sys_exit *ctx) { return sys_exit(ctx->ret); }
-SEC("tp/syscalls/sys_exit_pread64")
-int sys_exit_pread64(struct trace_event_raw_sys_exit *ctx) { return sys_exit(ctx->ret); }
-SEC("tp/syscalls/sys_exit_preadv")
-int sys_exit_preadv(struct trace_event_raw_sys_exit *ctx) { return sys_exit(ctx->ret); }
-SEC("tp/syscalls/sys_exit_preadv2")
-int sys_exit_preadv2(struct trace_event_raw_sys_exit *ctx) { return sys_exit(ctx->ret); }
+#define POS(x) ((__s64)(x)) /* -1: the file position, as preadv2/pwritev2 take it */
+#define SYSCALL_HOOKS(call, pos, op)                                                   \
+	SEC("tp/syscalls/sys_enter_" #call)                                        \
+	int sys_enter_##call(struct trace_event_raw_sys_enter *ctx)                \
+	{                                                                          \
+		return sys_enter(ctx->args[0], pos, op);                           \
+	}                                                                          \
+	SEC("tp/syscalls/sys_exit_" #call)                                         \
+	int sys_exit_##call(struct trace_event_raw_sys_exit *ctx) { return sys_exit(ctx->ret); }
+
+/* Reads: only without the filemap hooks. Writes: always (no filemap tracepoint sees them). */
+SYSCALL_HOOKS(read, -1, LLMCACHE_OP_READ)
+SYSCALL_HOOKS(readv, -1, LLMCACHE_OP_READ)
+SYSCALL_HOOKS(pread64, POS(ctx->args[3]), LLMCACHE_OP_READ)
+SYSCALL_HOOKS(preadv, POS(ctx->args[3]), LLMCACHE_OP_READ)
+SYSCALL_HOOKS(preadv2, POS(ctx->args[3]), LLMCACHE_OP_READ)
+SYSCALL_HOOKS(write, -1, LLMCACHE_OP_WRITE)
+SYSCALL_HOOKS(writev, -1, LLMCACHE_OP_WRITE)
+SYSCALL_HOOKS(pwrite64, POS(ctx->args[3]), LLMCACHE_OP_WRITE)
+SYSCALL_HOOKS(pwritev, POS(ctx->args[3]), LLMCACHE_OP_WRITE)
+SYSCALL_HOOKS(pwritev2, POS(ctx->args[3]), LLMCACHE_OP_WRITE)
 
 struct fault_ctx {
 	__u64 address;

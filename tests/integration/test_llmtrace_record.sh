@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: MIT
 # llmtrace record (as root): the BPF recorder sees every access of a known llmworkload run, compared with
 # the workload's own exact trace W:
+# - writes (the run that creates the files): the write records equal W's, in order.
 # - pread: per file (matched by dev and inode), the sequence of read records (first block, block count)
 #   must equal W's. The filemap hook sees each read() once (its folio batches are folded into the first),
 #   clipped to the end of the file, which is exactly how llmworkload records a pread. With the syscall
@@ -86,9 +87,17 @@ compare_mmap() { # label, extra workload args...
 	check "$label: no lost events" has "$(cat "$tmp/rec.err")" " 0 lost events"
 }
 
-# 1. pread and mmap, warm then cold cache. The files are created first: the runs below only read.
+# 1. The first run creates the files with pwrite: every write seen (syscall tracepoints on every kernel).
 dir=$tmp/wl
-wl "$dir" 1 pread >/dev/null
+"$T" record -q --format csv -o "$tmp/r.csv" -- "$W" decoder --dir "$dir" --weights-size 4MiB --tokenizer-size 64KiB \
+	--config-size 256KiB --tokens 1 --trace "$tmp/w.csv" --format csv >/dev/null 2>&1
+files_of "$tmp/w.csv" >"$tmp/keys"
+ops_of "$tmp/w.csv" write "$tmp/keys" >"$tmp/w.writes"
+ops_of "$tmp/r.csv" write "$tmp/keys" >"$tmp/r.writes"
+check "writes: the workload created its files" test "$(wc -l <"$tmp/w.writes")" -ge 3
+check "writes: every write seen, in order" cmp -s "$tmp/w.writes" "$tmp/r.writes"
+
+# pread and mmap, warm then cold cache. The runs below only read.
 wl_cmd=("$W" decoder --dir "$dir" --weights-size 4MiB --tokenizer-size 64KiB --config-size 256KiB)
 compare_pread "pread warm" auto
 compare_pread "pread cold" auto --drop-cache

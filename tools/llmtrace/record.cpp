@@ -303,7 +303,8 @@ int cmd_record(int argc, char **argv)
 			on = !filemap && faults;
 		}
 		else if (sec.starts_with("tp/syscalls/"))
-			on = !filemap && tracepoint_exists("syscalls", std::string(sec.substr(12)).c_str());
+			on = (!filemap || sec.find("write") != sec.npos) &&
+			     tracepoint_exists("syscalls", std::string(sec.substr(12)).c_str());
 		else
 			on = true;
 		bpf_program__set_autoload(prog, on);
