@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "procfs.hpp"
+#include "names.hpp"
 
 #include <fstream>
 #include <sstream>

@@ -3,7 +3,7 @@
 // the dentry names the BPF program sends plus the mount table.
 #include "cmocka_cpp.hpp"
 
-#include "../../tools/llmtrace/procfs.cpp"
+#include "../../bpf/names.cpp"
 
 using namespace llmtrace;
 
