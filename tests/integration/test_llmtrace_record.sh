@@ -194,7 +194,12 @@ check "SIGINT: status 0" wait "$rec"
 check "SIGINT: live summary once a second" has "$(cat "$tmp/rec.err")" "events/s, [0-9]+ events, [0-9]+ files, [0-9]+ lost"
 check "SIGINT: a valid trace with the workload in it" has "$("$T" stat "$tmp/all.trace")" "decoder/weights.bin"
 
-# 5. CMD's exit status is passed on; bad options say what is wrong.
+# 5. strace-like text output names the files and reads back through the strace reader.
+"$T" record -q --format strace -o "$tmp/r.strace" -- "${wl_cmd[@]}" --tokens 1 --access pread >/dev/null 2>&1
+check "--format strace: pread64 lines of the weights" grep -qE "^[0-9]+ [0-9.]+ pread64\(3<$dir/decoder/weights.bin>" "$tmp/r.strace"
+check "--format strace: stat reads it back" has "$("$T" stat "$tmp/r.strace")" "$dir/decoder/weights.bin"
+
+# 6. CMD's exit status is passed on; bad options say what is wrong.
 set +e
 "$T" record -q -o "$tmp/x.trace" -- sh -c 'exit 3' 2>/dev/null; st=$?
 err=$("$T" record -o "$tmp/x.trace" --ring-size 5000 -- true 2>&1); st2=$?

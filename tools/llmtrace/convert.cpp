@@ -5,6 +5,7 @@
 #include <iostream>
 #include <set>
 
+#include "strace_text.hpp"
 #include "trace/trace.hpp"
 
 namespace po = boost::program_options;
@@ -16,7 +17,7 @@ int cmd_convert(int argc, char **argv)
 	po::options_description opts("Options");
 	opts.add_options()
 		("help,h", "show this help")
-		("to", po::value(&to), "output format: native, csv or oracleGeneral")
+		("to", po::value(&to), "output format: native, csv, oracleGeneral or strace (strace -f -ttt -yy style text)")
 		("from", po::value(&from)->default_value(from), "input format: auto, native, strace, csv or oracleGeneral");
 	po::options_description hidden;
 	hidden.add_options()("in", po::value(&in))("out", po::value(&out));
@@ -41,17 +42,15 @@ int cmd_convert(int argc, char **argv)
 		if (in.empty() || out.empty())
 			throw po::error("give the input and the output: llmtrace convert IN OUT --to FORMAT");
 		if (to.empty())
-			throw po::error("say which format to write: --to native, csv or oracleGeneral");
+			throw po::error("say which format to write: --to native, csv, oracleGeneral or strace");
 	} catch (const po::error &e) {
 		std::fprintf(stderr, "llmtrace convert: %s (see llmtrace convert --help)\n", e.what());
 		return 2;
 	}
 	try {
 		trace::Format tf = trace::parse_format(to);
-		if (tf == trace::Format::strace)
-			throw std::invalid_argument("--to strace: the strace format is read only");
 		auto r = from == "auto" ? trace::open_reader(in) : trace::open_reader(in, trace::parse_format(from));
-		auto w = trace::open_writer(out, tf, r->producer().empty() ? "llmtrace convert" : r->producer());
+		auto w = llmtrace::open_writer(out, tf, r->producer().empty() ? "llmtrace convert" : r->producer());
 		std::set<trace::FileKey> named;
 		auto name_new = [&]() { // name files before their first access, once each
 			if (r->paths().size() != named.size())

@@ -19,7 +19,7 @@ struct Command {
 const Command commands[] = {
 	{"record", "record the blocks that a process, a cgroup or a command reads (needs root)", cmd_record},
 	{"stat", "summarise a trace: files, footprint, the classes the policy core finds, loops", cmd_stat},
-	{"convert", "convert a trace between native, strace (read only), csv and oracleGeneral", cmd_convert},
+	{"convert", "convert a trace between native, csv, oracleGeneral and strace text", cmd_convert},
 };
 
 void usage(FILE *out)

@@ -18,6 +18,7 @@
 
 #include "feed.hpp"
 #include "names.hpp"
+#include "strace_text.hpp"
 #include "trace/trace.hpp"
 #include "util/units.hpp"
 
@@ -76,7 +77,7 @@ int cmd_record(int argc, char **argv)
 		("pid,p", po::value(&pid), "follow this process (and the children it starts)")
 		("cgroup,c", po::value(&cgroup), "follow the processes in this cgroup v2 directory and its children")
 		("output,o", po::value(&out), "write the trace here (\"-\": stdout)")
-		("format", po::value(&format)->default_value(format), "native, csv or oracleGeneral")
+		("format", po::value(&format)->default_value(format), "native, csv, oracleGeneral or strace (text)")
 		("min-size", po::value(&min_size)->default_value(min_size), "ignore files smaller than this")
 		("path-prefix", po::value(&prefixes)->value_name("DIR"),
 		 "record only files under DIR (repeatable; whole path components: /m matches /m/x, not /mx)")
@@ -114,8 +115,6 @@ int cmd_record(int argc, char **argv)
 	fo.hooks = hooks;
 	try {
 		fmt = trace::parse_format(format);
-		if (fmt == trace::Format::strace)
-			throw std::invalid_argument("the strace format cannot be written: use native, csv or oracleGeneral");
 		fo.min_size = units::parse_bytes(min_size);
 		fo.ring_bytes = llmtrace::parse_ring_size(ring_size);
 	} catch (const std::exception &e) {
@@ -153,7 +152,7 @@ int cmd_record(int argc, char **argv)
 	int rc = 0;
 	try {
 		llmtrace::Feed feed(fo);
-		auto w = trace::open_writer(out, fmt, "llmtrace 0.1 record");
+		auto w = llmtrace::open_writer(out, fmt, "llmtrace 0.1 record");
 		if (!feed.faults())
 			w->set_flags(LLMCACHE_TRACE_F_MMAP_UNSEEN);
 		uint64_t events = 0, files = 0;
