@@ -8,7 +8,10 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <algorithm>
+#include <fstream>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -184,8 +187,12 @@ Feed::Feed(const FeedOptions &o) : impl_(std::make_unique<Impl>())
 			on = filemap_;
 		else if (sec == "tp/exceptions/page_fault_user")
 			on = !filemap_ && faults_;
-		else if (sec.starts_with("tp/syscalls/"))
-			on = (!filemap_ || sec.find("write") != sec.npos) && tracepoint_exists("syscalls", std::string(sec.substr(12)));
+		else if (sec.starts_with("tp/syscalls/")) {
+			// read_start_*: the filemap mode's syscall starts; sys_*: the syscall mode, writes in both.
+			std::string_view name = bpf_program__name(prog);
+			on = (name.starts_with("read_start_") ? filemap_ : !filemap_ || name.find("write") != name.npos) &&
+			     tracepoint_exists("syscalls", std::string(sec.substr(12)));
+		}
 		bpf_program__set_autoload(prog, on);
 	}
 	int err = llmtrace_bpf__load(skel);
@@ -210,6 +217,20 @@ void Feed::follow(uint32_t tgid)
 {
 	uint8_t one = 1;
 	bpf_map__update_elem(impl_->skel->maps.followed, &tgid, sizeof(tgid), &one, 1, BPF_ANY);
+	// The children it has already (sched_process_fork adds the ones it starts from now on).
+	std::string task_dir = "/proc/" + std::to_string(tgid) + "/task";
+	if (DIR *d = opendir(task_dir.c_str())) {
+		std::vector<uint32_t> children;
+		while (dirent *e = readdir(d)) {
+			std::ifstream in(task_dir + "/" + e->d_name + "/children");
+			for (uint32_t c; in >> c;)
+				children.push_back(c);
+		}
+		closedir(d);
+		for (uint32_t c : children)
+			if (c != tgid)
+				follow(c);
+	}
 }
 
 int Feed::poll(int timeout_ms)

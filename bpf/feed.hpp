@@ -45,7 +45,7 @@ public:
 	Feed(const Feed &) = delete;
 	Feed &operator=(const Feed &) = delete;
 
-	// Follow one more process (and its future children).
+	// Follow one more process, the children it has (from /proc) and those it starts.
 	void follow(uint32_t tgid);
 	// Deliver what is waiting, after waiting up to timeout_ms for the ring to fill. A file is named
 	// (on_name) before its first access. Returns the records delivered; throws std::runtime_error.

@@ -72,8 +72,13 @@ struct inflight {
 	__u64 index, last_index; /* get_pages: the first batch's start and the read's end */
 	__u64 syscr;
 	__u64 pos;               /* syscall: byte offset at entry */
+	__u64 start;             /* get_pages: where the read syscall in flight starts (byte), or NO_START */
+	__u64 start_last;        /* and its last page, or NO_START when the count is not known (readv) */
+	__u64 start_syscr;       /* and the syscr count it was entered with */
 	__u8 op;                 /* syscall: LLMCACHE_OP_READ or LLMCACHE_OP_WRITE */
 };
+
+#define NO_START (~0ULL)
 
 /* filemap_get_pages: per thread, in task-local storage (no hashing on the hot path). */
 struct {
@@ -288,6 +293,7 @@ int BPF_PROG(filemap_get_pages, struct address_space *mapping, unsigned long ind
 		return 0;
 	syscr = read_syscalls();
 	r = bpf_task_storage_get(&task_reads, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	__u64 first = index;
 	if (r) {
 		if (r->inode_ptr == (__u64)inode && r->last_index == last_index && r->syscr == syscr &&
 		    index > r->index) {
@@ -295,12 +301,21 @@ int BPF_PROG(filemap_get_pages, struct address_space *mapping, unsigned long ind
 			count(LLMTRACE_CNT_MERGED);
 			return 0;
 		}
+		/*
+		 * filemap_get_pages() returns a batch of up-to-date folios that ends before one that is not
+		 * without reaching its tracepoint: the read's first event can start after the read. The read
+		 * syscall's own start (read_start) says where it began.
+		 */
+		if (r->start != NO_START && r->start_syscr == syscr && (r->start >> PAGE_SHIFT) < index &&
+		    (r->start_last == NO_START || r->start_last == last_index))
+			first = r->start >> PAGE_SHIFT;
+		r->start = NO_START;
 		r->inode_ptr = (__u64)inode;
 		r->index = index;
 		r->last_index = last_index;
 		r->syscr = syscr;
 	}
-	emit_btf(inode, index, last_index, LLMCACHE_OP_READ, tgid);
+	emit_btf(inode, first, last_index, LLMCACHE_OP_READ, tgid);
 	return 0;
 }
 
@@ -406,6 +421,44 @@ static __always_inline struct file *fd_file(int fd)
 	return f;
 }
 
+#define POS(x) ((__s64)(x)) /* -1: the file position, as preadv2/pwritev2 take it */
+
+/* With the filemap hooks: where a read syscall starts, for filemap_get_pages (see there). */
+static __always_inline int read_start(int fd, __s64 pos, __u64 count)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct inflight *r;
+	struct file *f;
+
+	if (!wanted(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	if (pos < 0) {
+		if (!(f = fd_file(fd)))
+			return 0;
+		pos = BPF_CORE_READ(f, f_pos);
+	}
+	r = bpf_task_storage_get(&task_reads, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!r)
+		return 0;
+	r->start = pos;
+	r->start_last = count ? (pos + count - 1) >> PAGE_SHIFT : NO_START;
+	r->start_syscr = read_syscalls();
+	return 0;
+}
+
+#define READ_START(call, pos, count)                                              \
+	SEC("tp/syscalls/sys_enter_" #call)                                        \
+	int read_start_##call(struct trace_event_raw_sys_enter *ctx)               \
+	{                                                                          \
+		return read_start(ctx->args[0], pos, count);                       \
+	}
+
+READ_START(read, -1, ctx->args[2])
+READ_START(readv, -1, 0)
+READ_START(pread64, POS(ctx->args[3]), ctx->args[2])
+READ_START(preadv, POS(ctx->args[3]), 0)
+READ_START(preadv2, POS(ctx->args[3]), 0)
+
 #define O_APPEND 02000
 
 /* A read or write syscall starts: remember the file and the offset, if the file is a regular one. */
@@ -445,7 +498,6 @@ static __always_inline int sys_exit(long ret)
 	return 0;
 }
 
-#define POS(x) ((__s64)(x)) /* -1: the file position, as preadv2/pwritev2 take it */
 #define SYSCALL_HOOKS(call, pos, op)                                                   \
 	SEC("tp/syscalls/sys_enter_" #call)                                        \
 	int sys_enter_##call(struct trace_event_raw_sys_enter *ctx)                \

@@ -55,12 +55,12 @@ coverage() { ops_of "$@" | awk '{ for (b = $2; b < $2 + $3; b++) print $1, b }' 
 
 compare_pread() { # label, hooks, extra workload args...
 	local label=$1 hooks=$2; shift 2
-	"$T" record -q --hooks "$hooks" --format csv -o "$tmp/r.csv" -- "${wl_cmd[@]}" --tokens 3 --access pread \
+	"$T" record -q --hooks "$hooks" --format csv -o "$tmp/r.csv" -- "${wl_cmd[@]}" --access pread \
 		--trace "$tmp/w.csv" --format csv "$@" >/dev/null 2>"$tmp/rec.err"
 	files_of "$tmp/w.csv" >"$tmp/keys"
 	ops_of "$tmp/w.csv" read "$tmp/keys" >"$tmp/w.reads"
 	ops_of "$tmp/r.csv" read "$tmp/keys" >"$tmp/r.reads"
-	check "$label: the workload read something" test "$(wc -l <"$tmp/w.reads")" -gt 50
+	check "$label: the workload read something" test "$(wc -l <"$tmp/w.reads")" -gt 30
 	check "$label: the recorder saw every read, in order ($(wc -l <"$tmp/r.reads") vs $(wc -l <"$tmp/w.reads"))" \
 		cmp -s "$tmp/w.reads" "$tmp/r.reads"
 	check "$label: no lost events" has "$(cat "$tmp/rec.err")" " 0 lost events"
@@ -99,9 +99,22 @@ check "writes: every write seen, in order" cmp -s "$tmp/w.writes" "$tmp/r.writes
 
 # pread and mmap, warm then cold cache. The runs below only read.
 wl_cmd=("$W" decoder --dir "$dir" --weights-size 4MiB --tokenizer-size 64KiB --config-size 256KiB)
-compare_pread "pread warm" auto
-compare_pread "pread cold" auto --drop-cache
-compare_pread "pread, syscall hooks" syscalls
+compare_pread "pread warm" auto --tokens 3
+compare_pread "pread cold" auto --tokens 3 --drop-cache
+# Partly cached (every other 40 KiB dropped): filemap_get_pages hands out the cached folios before a missing
+# one without its tracepoint, so the recorder takes the start of such a read from the read syscall.
+partly_cached() {
+	python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.pread(fd, os.fstat(fd).st_size, 0)
+for off in range(0, os.fstat(fd).st_size, 81920):
+    os.posix_fadvise(fd, off, 40960, os.POSIX_FADV_DONTNEED)' "$dir/decoder/weights.bin"
+}
+partly_cached
+compare_pread "pread partly cached" auto --tokens 1
+partly_cached
+compare_pread "pread partly cached, syscall hooks" syscalls --tokens 1
+compare_pread "pread, syscall hooks" syscalls --tokens 3
 compare_mmap "mmap warm"
 compare_mmap "mmap cold" --drop-cache
 

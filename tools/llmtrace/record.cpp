@@ -12,6 +12,7 @@
 #include <cstring>
 #include <ctime>
 #include <fcntl.h>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -29,6 +30,17 @@ namespace {
 
 volatile sig_atomic_t stop_requested = 0;
 void on_signal(int) { stop_requested = 1; }
+
+// The process exists and has not exited (a zombie waiting for its parent has).
+bool alive(uint32_t pid)
+{
+	std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+	std::string line;
+	if (!std::getline(stat, line))
+		return false;
+	size_t paren = line.rfind(')');
+	return paren != line.npos && paren + 2 < line.size() && line[paren + 2] != 'Z' && line[paren + 2] != 'X';
+}
 
 uint64_t now_ns()
 {
@@ -74,7 +86,7 @@ int cmd_record(int argc, char **argv)
 	po::options_description opts("Options");
 	opts.add_options()
 		("help,h", "show this help")
-		("pid,p", po::value(&pid), "follow this process (and the children it starts)")
+		("pid,p", po::value(&pid), "follow this process and its children (those it has and those it starts)")
 		("cgroup,c", po::value(&cgroup), "follow the processes in this cgroup v2 directory and its children")
 		("output,o", po::value(&out), "write the trace here (\"-\": stdout)")
 		("format", po::value(&format)->default_value(format), "native, csv, oracleGeneral or strace (text)")
@@ -120,7 +132,7 @@ int cmd_record(int argc, char **argv)
 	} catch (const std::exception &e) {
 		return usage_error(e.what());
 	}
-	if (pid && kill(pid_t(pid), 0) && errno == ESRCH)
+	if (pid && !alive(pid))
 		return usage_error("-p " + std::to_string(pid) + ": no such process");
 
 	// Start CMD stopped on a pipe, so that it is followed from its first instruction.
@@ -186,7 +198,7 @@ int cmd_record(int argc, char **argv)
 			if (child && waitpid(child, &status, WNOHANG) == child) {
 				child = 0;
 				done = true;
-			} else if (cmd.empty() && pid && kill(pid_t(pid), 0) && errno == ESRCH)
+			} else if (cmd.empty() && pid && !alive(pid))
 				done = true;
 			uint64_t t = now_ns();
 			if (!quiet && t - last_print >= 1000000000ULL) {
