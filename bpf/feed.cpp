@@ -174,9 +174,13 @@ Feed::Feed(const FeedOptions &o) : impl_(std::make_unique<Impl>())
 	skel->rodata->wakeup_bytes = o.ring_bytes / 4; // and poll() on a timer
 	bpf_map__set_max_entries(skel->maps.events, uint32_t(o.ring_bytes));
 
-	// The filemap tracepoints where the kernel has them, else the read syscall tracepoints; the write
-	// syscall tracepoints always. Programs whose attach point is missing are not loaded.
-	filemap_ = o.hooks == "filemap" || (o.hooks == "auto" && kernel_has("btf_trace_mm_filemap_get_pages"));
+	// The filemap tracepoints where the kernel has them, else reads from the syscall tracepoints, which
+	// see writes (and, with the filemap hooks, where reads start) in both modes. Programs whose attach
+	// point is missing are not loaded.
+	filemap_ = o.hooks == "filemap" ||
+		   (o.hooks == "auto" && (tracepoint_exists("filemap", "mm_filemap_get_pages") ||
+					  kernel_has("btf_trace_mm_filemap_get_pages")));
+	skel->rodata->syscall_reads = !filemap_;
 	faults_ = filemap_ || tracepoint_exists("exceptions", "page_fault_user");
 	bpf_program *prog;
 	bpf_object__for_each_program(prog, skel->obj)
@@ -187,12 +191,6 @@ Feed::Feed(const FeedOptions &o) : impl_(std::make_unique<Impl>())
 			on = filemap_;
 		else if (sec == "tp/exceptions/page_fault_user")
 			on = !filemap_ && faults_;
-		else if (sec.starts_with("tp/syscalls/")) {
-			// read_start_*: the filemap mode's syscall starts; sys_*: the syscall mode, writes in both.
-			std::string_view name = bpf_program__name(prog);
-			on = (name.starts_with("read_start_") ? filemap_ : !filemap_ || name.find("write") != name.npos) &&
-			     tracepoint_exists("syscalls", std::string(sec.substr(12)));
-		}
 		bpf_program__set_autoload(prog, on);
 	}
 	int err = llmtrace_bpf__load(skel);

@@ -13,11 +13,12 @@
  *   filemap_read() calls filemap_get_pages() once per folio batch with the remaining range of the same
  *   read(); the batches after the first are folded into the first (same thread, same inode, same end,
  *   a higher start, and the same read-syscall count task->ioac.syscr), so one read() is one record.
- * - otherwise (e.g. Linux 6.1) syscall tracepoints: read, pread64, readv, preadv, preadv2, with the file
- *   and its offset taken from the task's fd table at entry and the byte count at exit; and
- *   exceptions:page_fault_user with bpf_find_vma() for faults on file mappings (no fault-around there).
- * - writes, on every kernel: syscall tracepoints write, pwrite64, writev, pwritev, pwritev2 (the offset is
- *   i_size for O_APPEND files).
+ * - otherwise (e.g. Linux 6.1) the raw syscall tracepoints sys_enter/sys_exit for read, pread64, readv,
+ *   preadv, preadv2, with the file and its offset taken from the task's fd table at entry and the byte
+ *   count at exit; and exceptions:page_fault_user with bpf_find_vma() for faults on file mappings (no
+ *   fault-around there).
+ * - writes, on every kernel: sys_enter/sys_exit for write, pwrite64, writev, pwritev, pwritev2 (the offset
+ *   is i_size for O_APPEND files). With the filemap hooks, sys_enter also notes where each read starts.
  * - sched_process_fork (raw tracepoint) adds the children of followed processes to the followed set.
  * Names: before the first record about a file, a struct llmtrace_path_event carries the dentry names from
  * the inode (its first alias) up to its file system's root; userspace adds the mount point of dev. This
@@ -46,6 +47,7 @@ const volatile __u32 cgroup_level = 0;    /* depth of cgroup_id below the cgroup
 const volatile __u64 min_size = 0;        /* files smaller than this are ignored */
 const volatile __u32 self_tgid = 0;       /* the recorder itself, never traced */
 const volatile __u64 wakeup_bytes = 0;    /* wake the reader only once this much is waiting (0: always) */
+const volatile bool syscall_reads = false; /* reads from the syscalls (no filemap tracepoints) */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -421,58 +423,45 @@ static __always_inline struct file *fd_file(int fd)
 	return f;
 }
 
-#define POS(x) ((__s64)(x)) /* -1: the file position, as preadv2/pwritev2 take it */
+/* x86_64 system call numbers of the calls that read or write files at an offset. */
+enum {
+	NR_read = 0, NR_write = 1, NR_pread64 = 17, NR_pwrite64 = 18, NR_readv = 19, NR_writev = 20,
+	NR_preadv = 295, NR_pwritev = 296, NR_preadv2 = 327, NR_pwritev2 = 328,
+};
 
 /* With the filemap hooks: where a read syscall starts, for filemap_get_pages (see there). */
-static __always_inline int read_start(int fd, __s64 pos, __u64 count)
+static __always_inline void read_start(struct task_struct *task, int fd, __s64 pos, __u64 count)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
 	struct inflight *r;
 	struct file *f;
 
-	if (!wanted(bpf_get_current_pid_tgid() >> 32))
-		return 0;
 	if (pos < 0) {
 		if (!(f = fd_file(fd)))
-			return 0;
+			return;
 		pos = BPF_CORE_READ(f, f_pos);
 	}
 	r = bpf_task_storage_get(&task_reads, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!r)
-		return 0;
+		return;
 	r->start = pos;
 	r->start_last = count ? (pos + count - 1) >> PAGE_SHIFT : NO_START;
 	r->start_syscr = read_syscalls();
-	return 0;
 }
-
-#define READ_START(call, pos, count)                                              \
-	SEC("tp/syscalls/sys_enter_" #call)                                        \
-	int read_start_##call(struct trace_event_raw_sys_enter *ctx)               \
-	{                                                                          \
-		return read_start(ctx->args[0], pos, count);                       \
-	}
-
-READ_START(read, -1, ctx->args[2])
-READ_START(readv, -1, 0)
-READ_START(pread64, POS(ctx->args[3]), ctx->args[2])
-READ_START(preadv, POS(ctx->args[3]), 0)
-READ_START(preadv2, POS(ctx->args[3]), 0)
 
 #define O_APPEND 02000
 
-/* A read or write syscall starts: remember the file and the offset, if the file is a regular one. */
-static __always_inline int sys_enter(int fd, __s64 pos, __u8 op)
+/* A read (syscall mode) or write starts: remember the file and the offset, if it is a regular file. */
+static __always_inline void rw_start(int fd, __s64 pos, __u8 op)
 {
 	__u64 tid = bpf_get_current_pid_tgid();
 	struct inode *inode;
 	struct file *f;
 
-	if (!wanted(tid >> 32) || !(f = fd_file(fd)))
-		return 0;
+	if (!(f = fd_file(fd)))
+		return;
 	inode = BPF_CORE_READ(f, f_inode);
 	if ((BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFREG)
-		return 0;
+		return;
 	struct inflight r = { .inode_ptr = (__u64)inode, .op = op };
 	if (pos >= 0)
 		r.pos = pos;
@@ -481,11 +470,48 @@ static __always_inline int sys_enter(int fd, __s64 pos, __u8 op)
 	else
 		r.pos = BPF_CORE_READ(f, f_pos);
 	bpf_map_update_elem(&reads, &tid, &r, BPF_ANY);
+}
+
+/*
+ * One program for every system call entry (a program per syscall tracepoint makes start-up and, above
+ * all, detaching slow: each detach waits for a grace period). x86_64 arguments: di, si, dx, r10, r8.
+ */
+SEC("tp_btf/sys_enter")
+int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
+{
+	__u8 op = LLMCACHE_OP_READ;
+	__s64 pos = -1;
+
+	switch (id) {
+	case NR_pwrite64: case NR_pwritev: case NR_pwritev2:
+		op = LLMCACHE_OP_WRITE;
+		/* fall through */
+	case NR_pread64: case NR_preadv: case NR_preadv2:
+		pos = (__s64)regs->r10;
+		break;
+	case NR_write: case NR_writev:
+		op = LLMCACHE_OP_WRITE;
+		break;
+	case NR_read: case NR_readv:
+		break;
+	default:
+		return 0;
+	}
+	if (!wanted(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	if (op == LLMCACHE_OP_READ && !syscall_reads) {
+		__u64 count = id == NR_read || id == NR_pread64 ? regs->dx : 0;
+
+		read_start(bpf_get_current_task_btf(), regs->di, pos, count);
+		return 0;
+	}
+	rw_start(regs->di, pos, op);
 	return 0;
 }
 
 /* ...and returns ret bytes. */
-static __always_inline int sys_exit(long ret)
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
 	__u64 tid = bpf_get_current_pid_tgid();
 	struct inflight *r = bpf_map_lookup_elem(&reads, &tid);
@@ -497,27 +523,6 @@ static __always_inline int sys_exit(long ret)
 	bpf_map_delete_elem(&reads, &tid);
 	return 0;
 }
-
-#define SYSCALL_HOOKS(call, pos, op)                                                   \
-	SEC("tp/syscalls/sys_enter_" #call)                                        \
-	int sys_enter_##call(struct trace_event_raw_sys_enter *ctx)                \
-	{                                                                          \
-		return sys_enter(ctx->args[0], pos, op);                           \
-	}                                                                          \
-	SEC("tp/syscalls/sys_exit_" #call)                                         \
-	int sys_exit_##call(struct trace_event_raw_sys_exit *ctx) { return sys_exit(ctx->ret); }
-
-/* Reads: only without the filemap hooks. Writes: always (no filemap tracepoint sees them). */
-SYSCALL_HOOKS(read, -1, LLMCACHE_OP_READ)
-SYSCALL_HOOKS(readv, -1, LLMCACHE_OP_READ)
-SYSCALL_HOOKS(pread64, POS(ctx->args[3]), LLMCACHE_OP_READ)
-SYSCALL_HOOKS(preadv, POS(ctx->args[3]), LLMCACHE_OP_READ)
-SYSCALL_HOOKS(preadv2, POS(ctx->args[3]), LLMCACHE_OP_READ)
-SYSCALL_HOOKS(write, -1, LLMCACHE_OP_WRITE)
-SYSCALL_HOOKS(writev, -1, LLMCACHE_OP_WRITE)
-SYSCALL_HOOKS(pwrite64, POS(ctx->args[3]), LLMCACHE_OP_WRITE)
-SYSCALL_HOOKS(pwritev, POS(ctx->args[3]), LLMCACHE_OP_WRITE)
-SYSCALL_HOOKS(pwritev2, POS(ctx->args[3]), LLMCACHE_OP_WRITE)
 
 struct fault_ctx {
 	__u64 address;
