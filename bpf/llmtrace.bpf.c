@@ -514,9 +514,19 @@ SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
 	__u64 tid = bpf_get_current_pid_tgid();
-	struct inflight *r = bpf_map_lookup_elem(&reads, &tid);
+	struct inflight *r;
 
-	if (!r)
+	switch (regs->orig_ax) {
+	case NR_write: case NR_writev: case NR_pwrite64: case NR_pwritev: case NR_pwritev2:
+		break;
+	case NR_read: case NR_readv: case NR_pread64: case NR_preadv: case NR_preadv2:
+		if (syscall_reads)
+			break;
+		return 0;
+	default:
+		return 0;
+	}
+	if (!(r = bpf_map_lookup_elem(&reads, &tid)))
 		return 0;
 	if (ret > 0)
 		emit_probe((struct inode *)r->inode_ptr, r->pos >> 12, (r->pos + ret - 1) >> 12, r->op, tid >> 32);
