@@ -68,7 +68,7 @@ struct {
 	__type(value, __u8);
 } followed SEC(".maps");
 
-/* The read a thread is in: filemap_get_pages batches, or a syscall between its entry and exit. */
+/* The read or write a thread is in: filemap_get_pages batches, or a syscall between entry and exit. */
 struct inflight {
 	__u64 inode_ptr;
 	__u64 index, last_index; /* get_pages: the first batch's start and the read's end */
@@ -82,7 +82,7 @@ struct inflight {
 
 #define NO_START (~0ULL)
 
-/* filemap_get_pages: per thread, in task-local storage (no hashing on the hot path). */
+/* filemap_get_pages and the read starts sys_enter notes: per thread, in task-local storage (no hashing). */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -90,7 +90,7 @@ struct {
 	__type(value, struct inflight);
 } task_reads SEC(".maps");
 
-/* Syscall fallback: per thread id, between sys_enter and sys_exit. */
+/* Between sys_enter and sys_exit, per thread id: writes, and reads without the filemap hooks. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, LLMTRACE_MAX_THREADS);
@@ -409,7 +409,7 @@ int BPF_PROG(process_fork, struct task_struct *parent, struct task_struct *child
 	return 0;
 }
 
-/* Syscall fallback: the file behind fd in the current task, or NULL. */
+/* The file behind fd in the current task, or NULL. */
 static __always_inline struct file *fd_file(int fd)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
