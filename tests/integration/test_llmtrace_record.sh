@@ -117,6 +117,15 @@ compare_pread "pread partly cached, syscall hooks" syscalls --tokens 1
 compare_pread "pread, syscall hooks" syscalls --tokens 3
 compare_mmap "mmap warm"
 compare_mmap "mmap cold" --drop-cache
+# The syscall hooks see mmap faults through exceptions:page_fault_user and bpf_find_vma(): the faulting
+# pages only (fault-around maps the rest without a fault), so their blocks are a non-empty subset.
+"$T" record -q --hooks syscalls --format csv -o "$tmp/r.csv" -- "${wl_cmd[@]}" --tokens 2 --access mmap \
+	--trace "$tmp/w.csv" --format csv --drop-cache >/dev/null 2>&1
+files_of "$tmp/w.csv" >"$tmp/keys"
+coverage "$tmp/w.csv" mmap_fault "$tmp/keys" >"$tmp/w.cov"
+coverage "$tmp/r.csv" mmap_fault "$tmp/keys" >"$tmp/r.cov"
+check "mmap, syscall hooks: faults seen" test "$(wc -l <"$tmp/r.cov")" -gt 0
+check "mmap, syscall hooks: only touched blocks" test -z "$(comm -13 "$tmp/w.cov" "$tmp/r.cov")"
 
 # 2. Filters. An unrelated reader of other files runs at the same time; a child of the followed process
 # is followed.
