@@ -244,5 +244,7 @@ int Feed::poll(int timeout_ms)
 
 uint64_t Feed::lost() const { return impl_->counter(LLMTRACE_CNT_LOST); }
 uint64_t Feed::merged() const { return impl_->counter(LLMTRACE_CNT_MERGED); }
+uint64_t Feed::inserted() const { return impl_->counter(LLMTRACE_CNT_INSERTED); }
+uint64_t Feed::evicted() const { return impl_->counter(LLMTRACE_CNT_EVICTED); }
 
 } // namespace llmtrace

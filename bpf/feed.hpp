@@ -55,6 +55,10 @@ public:
 
 	uint64_t lost() const;   // records the ring had no room for: always report them
 	uint64_t merged() const; // filemap_get_pages batches folded into their read
+	// Pages of the files delivered so far (named, not ignored) that entered the page cache (read from
+	// storage) and that left it.
+	uint64_t inserted() const;
+	uint64_t evicted() const;
 	bool filemap() const { return filemap_; } // filemap tracepoints, else syscall tracepoints
 	bool faults() const { return faults_; }   // mmap faults are seen
 

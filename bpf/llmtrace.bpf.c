@@ -19,6 +19,8 @@
  *   fault-around there).
  * - writes, on every kernel: sys_enter/sys_exit for write, pwrite64, writev, pwritev, pwritev2 (the offset
  *   is i_size for O_APPEND files). With the filemap hooks, sys_enter also notes where each read starts.
+ * - mm_filemap_add_to_page_cache / mm_filemap_delete_from_page_cache (tp_btf, 6.1 too): pages of the
+ *   recorded files read into the page cache and evicted, counted (LLMTRACE_CNT_INSERTED / _EVICTED).
  * - sched_process_fork (raw tracepoint) adds the children of followed processes to the followed set.
  * Names: before the first record about a file, a struct llmtrace_path_event carries the dentry names from
  * the inode (its first alias) up to its file system's root; userspace adds the mount point of dev. This
@@ -350,20 +352,27 @@ static __always_inline struct folio *cache_folio(struct address_space *mapping, 
 }
 
 /* Widen [*first, *last] to the folios holding its ends: fault-around maps whole large folios (6.18). */
-static __always_inline void widen_to_folios(struct address_space *mapping, __u64 *first, __u64 *last)
+/* Pages in a folio: 1, or 2^order for a large folio (PG_head set; the order in the low byte of _flags_1). */
+static __always_inline __u64 folio_pages(struct folio *f)
 {
 	int head = bpf_core_enum_value(enum pageflags, PG_head);
+	__u64 flags = 0;
+
+	bpf_probe_read_kernel(&flags, sizeof(flags), (void *)f + bpf_core_field_offset(struct folio, flags));
+	return flags & (1ULL << head) ? 1ULL << (BPF_CORE_READ(f, _flags_1) & 0xff) : 1;
+}
+
+static __always_inline void widen_to_folios(struct address_space *mapping, __u64 *first, __u64 *last)
+{
 	__u64 ends[2] = { *first, *last };
 
 	for (int i = 0; i < 2; i++) {
 		struct folio *f = cache_folio(mapping, ends[i]);
-		__u64 flags = 0, start, nr = 1;
+		__u64 start, nr;
 
 		if (!f)
 			continue;
-		bpf_probe_read_kernel(&flags, sizeof(flags), (void *)f + bpf_core_field_offset(struct folio, flags));
-		if (flags & (1ULL << head))
-			nr = 1ULL << (BPF_CORE_READ(f, _flags_1) & 0xff);
+		nr = folio_pages(f);
 		start = BPF_CORE_READ(f, index);
 		if (start > ends[i] || start + nr <= ends[i])
 			continue; /* stale: the folio moved */
@@ -394,6 +403,43 @@ int BPF_PROG(filemap_fault, struct address_space *mapping, unsigned long index)
 
 	if (wanted(tgid))
 		emit_btf(mapping->host, index, index, LLMCACHE_OP_MMAP_FAULT, tgid);
+	return 0;
+}
+
+/*
+ * Pages of the recorded files that enter or leave the page cache: reads from storage, and evictions. A
+ * file counts once it is named (kswapd evicts, kworkers read ahead), or before that when a followed
+ * process does it (its first read's readahead comes before the read's own event).
+ */
+static __always_inline void cache_change(struct folio *folio, __u32 which)
+{
+	struct inode *host = BPF_CORE_READ(folio, mapping, host);
+	struct llmtrace_file_key k = {
+		.inode = BPF_CORE_READ(host, i_ino), .dev = encode_dev(BPF_CORE_READ(host, i_sb, s_dev)),
+	};
+	__u8 *state = bpf_map_lookup_elem(&named, &k);
+	__u64 *v;
+
+	if (!host || (state && *state != LLMTRACE_FILE_RECORDED))
+		return;
+	if (!state && (!wanted(bpf_get_current_pid_tgid() >> 32) ||
+		       (BPF_CORE_READ(host, i_mode) & S_IFMT) != S_IFREG || BPF_CORE_READ(host, i_size) < (__s64)min_size))
+		return;
+	if ((v = bpf_map_lookup_elem(&counters, &which)))
+		*v += folio_pages(folio);
+}
+
+SEC("tp_btf/mm_filemap_add_to_page_cache")
+int BPF_PROG(filemap_add, struct folio *folio)
+{
+	cache_change(folio, LLMTRACE_CNT_INSERTED);
+	return 0;
+}
+
+SEC("tp_btf/mm_filemap_delete_from_page_cache")
+int BPF_PROG(filemap_delete, struct folio *folio)
+{
+	cache_change(folio, LLMTRACE_CNT_EVICTED);
 	return 0;
 }
 

@@ -199,6 +199,17 @@ check "--path-prefix: only files under it" test "$(awk -F, -v d="$dir/" 'NR > 1 
 check "--path-prefix: every read under it" test "$(ops_of "$tmp/pp.csv" read "$tmp/keys")" = "$(ops_of "$tmp/wpp.csv" read "$tmp/keys")"
 check "--path-prefix: no other records" test "$(($(wc -l <"$tmp/pp.csv") - 1))" = "$(ops_of "$tmp/pp.csv" read "$tmp/keys" | wc -l)"
 
+# Pages read into the page cache (mm_filemap_add_to_page_cache): a cold run reads the whole footprint
+# (64 + 16 + 1024 blocks), a warm one nothing.
+pages_in() { grep -oE '[0-9]+ pages read into the page cache' "$1" | cut -d' ' -f1; }
+"$T" record -q --path-prefix "$dir" -o "$tmp/x.trace" -- "${wl_cmd[@]}" --tokens 2 --access pread --drop-cache \
+	>/dev/null 2>"$tmp/rec.err"
+cold=$(pages_in "$tmp/rec.err")
+check "cold run: the footprint read into the page cache ($cold pages)" test "${cold:-0}" -ge 1104 -a "${cold:-0}" -le 2208
+"$T" record -q --path-prefix "$dir" -o "$tmp/x.trace" -- "${wl_cmd[@]}" --tokens 2 --access pread >/dev/null 2>"$tmp/rec.err"
+warm=$(pages_in "$tmp/rec.err")
+check "warm run: nothing read into the page cache ($warm pages)" test "${warm:-9999}" -lt 100
+
 # 3. A tiny ring and a burst of small reads: events are lost, counted and reported.
 "$T" record -q --ring-size 4096 -o "$tmp/lost.trace" -- "${wl_cmd[@]}" --tokens 20 --access pread --read-size 4KiB \
 	>/dev/null 2>"$tmp/rec.err"

@@ -212,10 +212,12 @@ int cmd_record(int argc, char **argv)
 		feed.poll(0);
 		w->close();
 		uint64_t lost = feed.lost();
-		std::fprintf(stderr, "llmtrace: %llu events, %llu files, %llu lost events%s, %llu reads merged -> %s\n",
+		std::fprintf(stderr,
+			     "llmtrace: %llu events, %llu files, %llu lost events%s, %llu reads merged, %llu pages read into "
+			     "the page cache, %llu evicted -> %s\n",
 			     (unsigned long long)events, (unsigned long long)files, (unsigned long long)lost,
 			     lost ? " (the ring buffer was full: raise --ring-size)" : "", (unsigned long long)feed.merged(),
-			     out.c_str());
+			     (unsigned long long)feed.inserted(), (unsigned long long)feed.evicted(), out.c_str());
 		if (!cmd.empty() && !stop_requested)
 			rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 	} catch (const llmtrace::FeedError &e) {
