@@ -53,7 +53,8 @@ int print_usage(const po::options_description &opts, FILE *out)
 {
 	std::fprintf(out,
 		     "Usage: llmtrace record [-p PID | -c CGROUP | -- CMD ARGS...] -o FILE [options]\n"
-		     "Record the file blocks that processes read (read(), pread(), mmap faults) with BPF.\n\n");
+		     "Record the file blocks that processes read and write (read(), pread(), write(), mmap faults) with BPF.\n"
+		     "Needs root. A summary on stderr once a second; Ctrl-C stops.\n\n");
 	std::ostringstream s;
 	s << opts;
 	std::fputs(s.str().c_str(), out);
@@ -95,11 +96,13 @@ int cmd_record(int argc, char **argv)
 		 "record only files under DIR (repeatable; whole path components: /m matches /m/x, not /mx)")
 		("ring-size", po::value(&ring_size)->default_value(ring_size), "BPF ring buffer size (power of two)")
 		("hooks", po::value(&hooks)->default_value(hooks),
-		 "auto, filemap (filemap tracepoints, where the kernel has them) or syscalls (read/pread tracepoints and user page faults)")
+		 "auto, filemap (filemap tracepoints, where the kernel has them) or syscalls (read syscalls and user "
+		 "page faults); writes come from the syscalls in both")
 		("quiet,q", "no live summary once a second");
 	po::variables_map vm;
 	try {
-		po::store(po::command_line_parser(own, argv).options(opts).run(), vm);
+		po::positional_options_description none; // unknown positionals are errors
+		po::store(po::command_line_parser(own, argv).options(opts).positional(none).run(), vm);
 		po::notify(vm);
 	} catch (const po::error &e) {
 		std::fprintf(stderr, "llmtrace record: %s (see llmtrace record --help)\n", e.what());
@@ -132,7 +135,7 @@ int cmd_record(int argc, char **argv)
 	} catch (const std::exception &e) {
 		return usage_error(e.what());
 	}
-	if (pid && !alive(pid))
+	if (vm.count("pid") && (!pid || !alive(pid)))
 		return usage_error("-p " + std::to_string(pid) + ": no such process");
 
 	// Start CMD stopped on a pipe, so that it is followed from its first instruction.
