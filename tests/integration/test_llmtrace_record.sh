@@ -22,10 +22,18 @@ if [ ! -x "$T" ]; then # built only with clang, bpftool, libbpf and kernel BTF (
 	echo "FAIL: $T is missing (install the BPF build dependencies: scripts/install-deps.sh bpf)"; exit 1
 fi
 if [ "$(id -u)" -ne 0 ]; then echo "SKIP: llmtrace record needs root (CAP_BPF, CAP_PERFMON)"; exit 77; fi
+# A watchdog: whatever goes wrong, the test ends within 10 minutes (it takes about 10 s).
+[ -n "${LLMTRACE_TEST_WATCHDOG:-}" ] || LLMTRACE_TEST_WATCHDOG=1 exec timeout -k 10 600 bash "$0" "$@"
 tmp=$(mktemp -d)
 cg=
-cleanup() { [ -z "$cg" ] || rmdir "$cg" 2>/dev/null || true; rm -rf "$tmp"; }
+cleanup() {
+	local jobs; jobs=$(jobs -p)
+	[ -z "$jobs" ] || kill $jobs 2>/dev/null || true
+	[ -z "$cg" ] || rmdir "$cg" 2>/dev/null || true
+	rm -rf "$tmp"
+}
 trap cleanup EXIT
+trap 'echo "FAIL: timed out"; exit 1' TERM
 if ! "$T" record -q -o "$tmp/probe.trace" -- true 2>"$tmp/probe.err"; then
 	if grep -q "failed to load the BPF program" "$tmp/probe.err"; then
 		echo "SKIP: BPF cannot load here: $(cat "$tmp/probe.err")"; exit 77
