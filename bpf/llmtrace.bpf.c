@@ -352,14 +352,25 @@ static __always_inline struct folio *cache_folio(struct address_space *mapping, 
 }
 
 /* Widen [*first, *last] to the folios holding its ends: fault-around maps whole large folios (6.18). */
+/* Older kernels (the 6.1 guest) keep a large folio's order in a field of its own. */
+struct folio___order_field {
+	unsigned char _folio_order;
+} __attribute__((preserve_access_index));
+
 /* Pages in a folio: 1, or 2^order for a large folio (PG_head set; the order in the low byte of _flags_1). */
 static __always_inline __u64 folio_pages(struct folio *f)
 {
 	int head = bpf_core_enum_value(enum pageflags, PG_head);
-	__u64 flags = 0;
+	__u64 flags = 0, order;
 
 	bpf_probe_read_kernel(&flags, sizeof(flags), (void *)f + bpf_core_field_offset(struct folio, flags));
-	return flags & (1ULL << head) ? 1ULL << (BPF_CORE_READ(f, _flags_1) & 0xff) : 1;
+	if (!(flags & (1ULL << head)))
+		return 1;
+	if (bpf_core_field_exists(struct folio___order_field, _folio_order))
+		order = BPF_CORE_READ((struct folio___order_field *)f, _folio_order);
+	else
+		order = BPF_CORE_READ(f, _flags_1) & 0xff;
+	return 1ULL << (order & 63);
 }
 
 static __always_inline void widen_to_folios(struct address_space *mapping, __u64 *first, __u64 *last)
