@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: MIT
+#include "feed.hpp"
+
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <fstream>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "llmtrace.h"
+#include "llmtrace.skel.h"
+#include "names.hpp"
+#include "sim/flat_map.hpp"
+
+namespace llmtrace {
+
+namespace {
+
+constexpr long TRACEFS_MAGIC = 0x74726163, BPF_FS_MAGIC = 0xcafe4a11, CGROUP2_MAGIC = 0x63677270;
+const char *const need_root = "llmtrace needs root (CAP_BPF and CAP_PERFMON) to load its BPF program: run it with sudo";
+
+// Mount a pseudo file system where the tools expect it, unless it is there already.
+void ensure_mounted(const char *dir, const char *type, long magic)
+{
+	struct statfs s;
+	if (!statfs(dir, &s) && s.f_type == magic)
+		return;
+	if (mount(type, dir, type, 0, nullptr))
+		std::fprintf(stderr, "llmtrace: warning: failed to mount %s on %s: %s\n", type, dir, std::strerror(errno));
+}
+
+bool kernel_has(const char *btf_name)
+{
+	btf *vmlinux = btf__load_vmlinux_btf();
+	if (!vmlinux)
+		return false;
+	bool found = btf__find_by_name_kind(vmlinux, btf_name, BTF_KIND_TYPEDEF) > 0;
+	btf__free(vmlinux);
+	return found;
+}
+
+bool tracepoint_exists(const char *category, const std::string &name)
+{
+	return access(("/sys/kernel/tracing/events/" + std::string(category) + "/" + name).c_str(), F_OK) == 0;
+}
+
+// A cgroup v2 directory's id and its depth below the root of the hierarchy (/sys/fs/cgroup, or
+// /sys/fs/cgroup/unified on hybrid systems).
+void cgroup_of(const std::string &path, uint64_t &id, uint32_t &level)
+{
+	struct stat st;
+	struct statfs sf;
+	char real[4096];
+	if (stat(path.c_str(), &st) || !S_ISDIR(st.st_mode) || statfs(path.c_str(), &sf) || sf.f_type != CGROUP2_MAGIC ||
+	    !realpath(path.c_str(), real))
+		throw FeedError("-c " + path + ": not a cgroup v2 directory (e.g. /sys/fs/cgroup/NAME, "
+					       "/sys/fs/cgroup/unified/NAME)", true);
+	id = st.st_ino;
+	level = 0;
+	for (std::string dir = real; dir.size() > 1; level++) {
+		dir.resize(std::max<size_t>(dir.rfind('/'), 1));
+		if (statfs(dir.c_str(), &sf) || sf.f_type != CGROUP2_MAGIC)
+			break;
+	}
+}
+
+uint64_t file_key(uint32_t dev, uint64_t inode) { return (uint64_t(dev) << 44) ^ inode; }
+
+} // namespace
+
+struct Feed::Impl {
+	llmtrace_bpf *skel = nullptr;
+	ring_buffer *rb = nullptr;
+	MountTable mounts = MountTable::load();
+	std::vector<std::string> prefixes;
+	llmcache::sim::FlatMap<uint8_t> ignored{64}; // files outside the prefixes, for records already sent
+	Feed *feed = nullptr;
+	int delivered = 0;
+
+	~Impl()
+	{
+		ring_buffer__free(rb);
+		llmtrace_bpf__destroy(skel);
+	}
+
+	void on_path(const llmtrace_path_event &e)
+	{
+		std::vector<std::string> names;
+		for (uint32_t i = 0; i < e.depth && i < LLMTRACE_PATH_DEPTH; i++)
+			names.emplace_back(e.names[i], strnlen(e.names[i], LLMTRACE_NAME_MAX));
+		std::string fs_path = join_reversed(names, e.truncated);
+		std::string path = e.truncated ? fs_path : mounts.resolve(e.a.dev, fs_path);
+		if (!prefixes.empty() &&
+		    std::none_of(prefixes.begin(), prefixes.end(), [&](const std::string &p) { return path_under(path, p); })) {
+			ignored.put(file_key(e.a.dev, e.a.inode), 1);
+			llmtrace_file_key k{e.a.inode, e.a.dev, 0};
+			uint8_t state = LLMTRACE_FILE_IGNORED;
+			bpf_map__update_elem(skel->maps.named, &k, sizeof(k), &state, sizeof(state), BPF_ANY);
+			return;
+		}
+		if (feed->on_name)
+			feed->on_name(e.a.dev, e.a.inode, path);
+	}
+
+	static int callback(void *ctx, void *data, size_t size)
+	{
+		auto *im = static_cast<Impl *>(ctx);
+		const auto *a = static_cast<const llmcache_access *>(data);
+		if (size >= sizeof(llmtrace_path_event) && a->op == LLMCACHE_OP_PATH)
+			im->on_path(*static_cast<const llmtrace_path_event *>(data));
+		else if (size >= sizeof(llmcache_access) &&
+			 (im->prefixes.empty() || !im->ignored.find(file_key(a->dev, a->inode)))) {
+			im->delivered++;
+			if (im->feed->on_access)
+				im->feed->on_access(*a);
+		}
+		return 0;
+	}
+
+	uint64_t counter(uint32_t which) const
+	{
+		int ncpu = libbpf_num_possible_cpus();
+		std::vector<uint64_t> v(size_t(ncpu > 0 ? ncpu : 1));
+		if (bpf_map__lookup_elem(skel->maps.counters, &which, sizeof(which), v.data(), v.size() * sizeof(uint64_t), 0))
+			return 0;
+		uint64_t sum = 0;
+		for (uint64_t x : v)
+			sum += x;
+		return sum;
+	}
+};
+
+Feed::Feed(const FeedOptions &o) : impl_(std::make_unique<Impl>())
+{
+	impl_->feed = this;
+	if (o.hooks != "auto" && o.hooks != "filemap" && o.hooks != "syscalls")
+		throw FeedError("--hooks: '" + o.hooks + "' is not auto, filemap or syscalls", true);
+	if (o.ring_bytes < 4096 || (o.ring_bytes & (o.ring_bytes - 1)))
+		throw FeedError("the ring buffer size must be a power of two of at least 4 KiB", true);
+	uint64_t cgroup_id = 0;
+	uint32_t cgroup_level = 0;
+	if (!o.cgroup.empty())
+		cgroup_of(o.cgroup, cgroup_id, cgroup_level);
+	for (const auto &p : o.path_prefixes)
+		impl_->prefixes.push_back(p.size() > 1 && p.back() == '/' ? p.substr(0, p.size() - 1) : p);
+	if (geteuid() != 0)
+		throw FeedError(need_root, false);
+	ensure_mounted("/sys/kernel/tracing", "tracefs", TRACEFS_MAGIC);
+	ensure_mounted("/sys/fs/bpf", "bpf", BPF_FS_MAGIC);
+
+	libbpf_set_print([](libbpf_print_level level, const char *f, va_list ap) {
+		return level == LIBBPF_WARN && getenv("LLMTRACE_DEBUG") ? std::vfprintf(stderr, f, ap) : 0;
+	});
+	llmtrace_bpf *skel = impl_->skel = llmtrace_bpf__open();
+	if (!skel)
+		throw FeedError(std::string("failed to open the BPF program: ") + std::strerror(errno), false);
+	skel->rodata->filter_tgids = o.pid != 0;
+	skel->rodata->follow_forks = true;
+	skel->rodata->cgroup_id = cgroup_id;
+	skel->rodata->cgroup_level = cgroup_level;
+	skel->rodata->min_size = o.min_size;
+	skel->rodata->self_tgid = uint32_t(getpid());
+	skel->rodata->wakeup_bytes = o.ring_bytes / 4; // and poll() on a timer
+	bpf_map__set_max_entries(skel->maps.events, uint32_t(o.ring_bytes));
+
+	// The filemap tracepoints where the kernel has them, else reads from the syscall tracepoints, which
+	// see writes (and, with the filemap hooks, where reads start) in both modes. Programs whose attach
+	// point is missing are not loaded.
+	filemap_ = o.hooks == "filemap" ||
+		   (o.hooks == "auto" && (tracepoint_exists("filemap", "mm_filemap_get_pages") ||
+					  kernel_has("btf_trace_mm_filemap_get_pages")));
+	skel->rodata->syscall_reads = !filemap_;
+	faults_ = filemap_ || tracepoint_exists("exceptions", "page_fault_user");
+	bpf_program *prog;
+	bpf_object__for_each_program(prog, skel->obj)
+	{
+		std::string_view sec = bpf_program__section_name(prog);
+		bool on = true;
+		if (sec.starts_with("tp_btf/mm_filemap_"))
+			on = filemap_;
+		else if (sec == "tp/exceptions/page_fault_user")
+			on = !filemap_ && faults_;
+		bpf_program__set_autoload(prog, on);
+	}
+	int err = llmtrace_bpf__load(skel);
+	if (!err)
+		err = llmtrace_bpf__attach(skel);
+	if (err == -EPERM || err == -EACCES)
+		throw FeedError(need_root, false);
+	if (err)
+		throw FeedError(std::string("failed to load the BPF program: ") + std::strerror(-err) +
+					" (is BPF enabled in this kernel, with BTF at /sys/kernel/btf/vmlinux? LLMTRACE_DEBUG=1 "
+					"shows the loader's log)", false);
+	if (o.pid)
+		follow(o.pid);
+	impl_->rb = ring_buffer__new(bpf_map__fd(skel->maps.events), Impl::callback, impl_.get(), nullptr);
+	if (!impl_->rb)
+		throw FeedError(std::string("failed to create the ring buffer reader: ") + std::strerror(errno), false);
+}
+
+Feed::~Feed() = default;
+
+void Feed::follow(uint32_t tgid)
+{
+	uint8_t one = 1;
+	bpf_map__update_elem(impl_->skel->maps.followed, &tgid, sizeof(tgid), &one, 1, BPF_ANY);
+	// The children it has already (sched_process_fork adds the ones it starts from now on).
+	std::string task_dir = "/proc/" + std::to_string(tgid) + "/task";
+	if (DIR *d = opendir(task_dir.c_str())) {
+		std::vector<uint32_t> children;
+		while (dirent *e = readdir(d)) {
+			std::ifstream in(task_dir + "/" + e->d_name + "/children");
+			for (uint32_t c; in >> c;)
+				children.push_back(c);
+		}
+		closedir(d);
+		for (uint32_t c : children)
+			if (c != tgid)
+				follow(c);
+	}
+}
+
+int Feed::poll(int timeout_ms)
+{
+	impl_->delivered = 0;
+	int n = ring_buffer__poll(impl_->rb, timeout_ms); // woken early only when a quarter of the ring is full
+	if (n >= 0)
+		n = ring_buffer__consume(impl_->rb);
+	if (n < 0 && n != -EINTR)
+		throw std::runtime_error(std::string("failed to read the ring buffer: ") + std::strerror(-n));
+	return impl_->delivered;
+}
+
+uint64_t Feed::lost() const { return impl_->counter(LLMTRACE_CNT_LOST); }
+uint64_t Feed::merged() const { return impl_->counter(LLMTRACE_CNT_MERGED); }
+uint64_t Feed::inserted() const { return impl_->counter(LLMTRACE_CNT_INSERTED); }
+uint64_t Feed::evicted() const { return impl_->counter(LLMTRACE_CNT_EVICTED); }
+
+} // namespace llmtrace

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: MIT
+#include "names.hpp"
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "util/units.hpp"
+
+namespace llmtrace {
+
+uint32_t encode_dev(uint32_t major, uint32_t minor)
+{
+	return (minor & 0xff) | ((major & 0xfff) << 8) | ((minor & ~0xffU) << 12);
+}
+
+uint64_t parse_ring_size(const std::string &text)
+{
+	uint64_t n = llmcache::units::parse_bytes(text);
+	if (n < 4096 || (n & (n - 1)))
+		throw std::invalid_argument("'" + text + "' is not a power of two of at least 4KiB (e.g. 4KiB, 16MiB)");
+	return n;
+}
+
+namespace {
+
+bool octal(char c) { return c >= '0' && c <= '7'; }
+
+std::string unescape(const std::string &s)
+{
+	std::string o;
+	for (size_t i = 0; i < s.size(); i++)
+		if (s[i] == '\\' && i + 3 < s.size() && octal(s[i + 1]) && octal(s[i + 2]) && octal(s[i + 3])) {
+			o += char((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
+			i += 3;
+		} else
+			o += s[i];
+	return o;
+}
+
+} // namespace
+
+bool parse_mountinfo_line(std::string_view line, Mount &out)
+{
+	// id parent major:minor root mountpoint options ... - fstype source superoptions
+	std::istringstream in{std::string(line)};
+	std::string id, parent, devs, root, mp;
+	unsigned ma, mi;
+	char colon;
+	if (!(in >> id >> parent >> devs >> root >> mp))
+		return false;
+	std::istringstream d(devs);
+	if (!(d >> ma >> colon >> mi) || colon != ':' || root.empty() || root[0] != '/' || mp.empty() || mp[0] != '/')
+		return false;
+	out.dev = encode_dev(ma, mi);
+	out.root = unescape(root);
+	out.mountpoint = unescape(mp);
+	return true;
+}
+
+MountTable MountTable::load(const std::string &path)
+{
+	std::ifstream in(path);
+	std::vector<Mount> mounts;
+	Mount m;
+	for (std::string line; std::getline(in, line);)
+		if (parse_mountinfo_line(line, m))
+			mounts.push_back(m);
+	return MountTable(std::move(mounts));
+}
+
+std::string MountTable::resolve(uint32_t dev, const std::string &fs_path) const
+{
+	for (const Mount &m : mounts_) {
+		if (m.dev != dev)
+			continue;
+		std::string rest;
+		if (m.root == "/")
+			rest = fs_path;
+		else if (fs_path == m.root || fs_path.starts_with(m.root + "/"))
+			rest = fs_path.substr(m.root.size());
+		else
+			continue;
+		if (m.mountpoint == "/")
+			return rest.empty() ? "/" : rest;
+		return m.mountpoint + rest;
+	}
+	return fs_path;
+}
+
+bool path_under(std::string_view path, std::string_view prefix)
+{
+	return path.starts_with(prefix) &&
+	       (path.size() == prefix.size() || prefix.ends_with('/') || path[prefix.size()] == '/');
+}
+
+std::string join_reversed(const std::vector<std::string> &names, bool truncated)
+{
+	std::string p = truncated ? "..." : "";
+	for (auto it = names.rbegin(); it != names.rend(); ++it)
+		p += "/" + *it;
+	return p.empty() ? "/" : p;
+}
+
+} // namespace llmtrace

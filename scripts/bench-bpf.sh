@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Recorder overhead: a read-heavy llmworkload decoder (weights in the page cache, so the run is bound by
+# the read path, the worst case for a tracer) untraced, under `llmtrace record` and under `strace -f`
+# (what llmtrace replaces). Prints the median tokens/s of each and the slowdown against untraced, the
+# median CPU seconds of the whole command (tracer included: steadier than tokens/s on a shared machine),
+# and llmtrace's lost events (the target is <= 5% slowdown and zero lost events). Needs root.
+# Usage: scripts/bench-bpf.sh BIN_DIR [RESULTS_DIR] [RUNS]
+set -euo pipefail
+bin=${1:?usage: bench-bpf.sh BIN_DIR [RESULTS_DIR] [RUNS]}
+out=${2:-results}/bench-bpf
+runs=${3:-5}
+[ "$(id -u)" -eq 0 ] || { echo "bench-bpf.sh needs root (llmtrace loads a BPF program)"; exit 1; }
+command -v strace >/dev/null || { echo "bench-bpf.sh needs strace (scripts/install-deps.sh build)"; exit 1; }
+mkdir -p "$out"
+dir=$out/files
+field() { grep -oE "(^| )$2=[0-9.]+" <<<"$1" | cut -d= -f2; }
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+echo "machine: $(nproc) cores, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+for read_size in 128KiB 4KiB; do
+	wl=("$bin/llmworkload" decoder --dir "$dir" --weights-size 64MiB --tokenizer-size 1MiB --config-size 1MiB
+		--access pread --read-size "$read_size")
+	tokens=$([ "$read_size" = 4KiB ] && echo 8 || echo 40)
+	"${wl[@]}" --tokens 1 >/dev/null # create the files and warm the cache
+	reads=$(( (64 << 20) / $( [ "$read_size" = 4KiB ] && echo 4096 || echo 131072 ) * tokens ))
+	echo
+	echo "=== decoder, 64 MiB weights in the page cache, $read_size preads, $tokens tokens (~$reads reads per run) ==="
+	printf '%-10s %10s %9s %8s %9s  %s\n' mode tokens/s slowdown "CPU s" "CPU +" notes
+	declare -A tps=() cpu=()
+	for mode in untraced llmtrace strace; do
+		rm -f "$out/tps" "$out/cpu"
+		lost_all=0
+		for _ in $(seq "$runs"); do
+			time=(/usr/bin/time -f "%S %U" -o "$out/time")
+			case $mode in
+			untraced) o=$("${time[@]}" "${wl[@]}" --tokens "$tokens") ;;
+			llmtrace) o=$("${time[@]}" "$bin/llmtrace" record -q -o "$out/run.trace" -- "${wl[@]}" --tokens "$tokens" \
+					2>"$out/rec.err")
+				  lost=$(grep -oE '[0-9]+ lost events' "$out/rec.err" | cut -d' ' -f1)
+				  lost_all=$((lost_all + ${lost:-0})) ;;
+			strace) o=$("${time[@]}" strace -f -tt -yy -o "$out/run.strace" "${wl[@]}" --tokens "$tokens") ;;
+			esac
+			field "$o" tokens_per_s >>"$out/tps"
+			awk '{ print $1 + $2 }' "$out/time" >>"$out/cpu"
+		done
+		tps[$mode]=$(median <"$out/tps")
+		cpu[$mode]=$(median <"$out/cpu")
+		slow=$(awk -v a="${tps[untraced]}" -v b="${tps[$mode]}" 'BEGIN { printf "%.1f%%", (a / b - 1) * 100 }')
+		more=$(awk -v a="${cpu[untraced]}" -v b="${cpu[$mode]}" 'BEGIN { printf "%.0f%%", (b / a - 1) * 100 }')
+		note=""
+		[ "$mode" = llmtrace ] && note="lost events: $lost_all over $runs runs; trace $(stat -c %s "$out/run.trace") bytes"
+		[ "$mode" = strace ] && note="trace $(stat -c %s "$out/run.strace") bytes"
+		printf '%-10s %10.1f %9s %8.2f %9s  %s\n' "$mode" "${tps[$mode]}" "$slow" "${cpu[$mode]}" "$more" "$note"
+	done
+	unset tps cpu
+done
+rm -rf "$dir" "$out/run.trace" "$out/run.strace" "$out/time" "$out/tps" "$out/cpu"

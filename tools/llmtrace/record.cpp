@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: MIT
+// llmtrace record: follow a process (-p), a cgroup (-c) or a command it starts (-- CMD) through the BPF
+// feed (bpf/feed.hpp) and write what it reports into a trace, files named before their first access.
+// Stops on SIGINT/SIGTERM, when CMD exits or when PID is gone.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "feed.hpp"
+#include "names.hpp"
+#include "strace_text.hpp"
+#include "trace/trace.hpp"
+#include "util/units.hpp"
+
+namespace po = boost::program_options;
+using namespace llmcache;
+
+namespace {
+
+volatile sig_atomic_t stop_requested = 0;
+void on_signal(int) { stop_requested = 1; }
+
+// The process exists and has not exited (a zombie waiting for its parent has).
+bool alive(uint32_t pid)
+{
+	std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+	std::string line;
+	if (!std::getline(stat, line))
+		return false;
+	size_t paren = line.rfind(')');
+	return paren != line.npos && paren + 2 < line.size() && line[paren + 2] != 'Z' && line[paren + 2] != 'X';
+}
+
+uint64_t now_ns()
+{
+	timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return uint64_t(ts.tv_sec) * 1000000000ULL + uint64_t(ts.tv_nsec);
+}
+
+int print_usage(const po::options_description &opts, FILE *out)
+{
+	std::fprintf(out,
+		     "Usage: llmtrace record [-p PID | -c CGROUP | -- CMD ARGS...] -o FILE [options]\n"
+		     "Record the file blocks that processes read and write (read(), pread(), write(), mmap faults) with BPF.\n"
+		     "Needs root. A summary on stderr once a second; Ctrl-C stops.\n\n");
+	std::ostringstream s;
+	s << opts;
+	std::fputs(s.str().c_str(), out);
+	std::fputs("\nEXAMPLES\n"
+		   "  sudo llmtrace record -o llama.trace -- ./llama-cli -m model.gguf -p hello\n"
+		   "  sudo llmtrace record -p 4242 -o engine.trace --format csv\n"
+		   "  sudo llmtrace record -c /sys/fs/cgroup/llm.slice -o llm.trace --min-size 1MiB\n"
+		   "  sudo llmtrace record --path-prefix /models -o models.trace   # every process, files under /models\n",
+		   out);
+	return out == stdout ? 0 : 2;
+}
+
+} // namespace
+
+int cmd_record(int argc, char **argv)
+{
+	// Everything after "--" is the command to run.
+	std::vector<std::string> cmd;
+	int own = argc;
+	for (int i = 1; i < argc; i++)
+		if (!std::strcmp(argv[i], "--")) {
+			own = i;
+			cmd.assign(argv + i + 1, argv + argc);
+			break;
+		}
+
+	uint32_t pid = 0;
+	std::vector<std::string> prefixes;
+	std::string cgroup, out, format = "native", min_size = "0", ring_size = "16MiB", hooks = "auto";
+	po::options_description opts("Options");
+	opts.add_options()
+		("help,h", "show this help")
+		("pid,p", po::value(&pid), "follow this process and its children (those it has and those it starts)")
+		("cgroup,c", po::value(&cgroup), "follow the processes in this cgroup v2 directory and its children")
+		("output,o", po::value(&out), "write the trace here (\"-\": stdout)")
+		("format", po::value(&format)->default_value(format), "native, csv, oracleGeneral or strace (text)")
+		("min-size", po::value(&min_size)->default_value(min_size), "ignore files smaller than this")
+		("path-prefix", po::value(&prefixes)->value_name("DIR"),
+		 "record only files under DIR (repeatable; whole path components: /m matches /m/x, not /mx)")
+		("ring-size", po::value(&ring_size)->default_value(ring_size), "BPF ring buffer size (power of two)")
+		("hooks", po::value(&hooks)->default_value(hooks),
+		 "auto, filemap (filemap tracepoints, where the kernel has them) or syscalls (read syscalls and user "
+		 "page faults); writes come from the syscalls in both")
+		("quiet,q", "no live summary once a second");
+	po::variables_map vm;
+	try {
+		po::positional_options_description none; // unknown positionals are errors
+		po::store(po::command_line_parser(own, argv).options(opts).positional(none).run(), vm);
+		po::notify(vm);
+	} catch (const po::error &e) {
+		std::fprintf(stderr, "llmtrace record: %s (see llmtrace record --help)\n", e.what());
+		return 2;
+	}
+	if (vm.count("help"))
+		return print_usage(opts, stdout);
+	auto usage_error = [](const std::string &msg) {
+		std::fprintf(stderr, "llmtrace record: %s (see llmtrace record --help)\n", msg.c_str());
+		return 2;
+	};
+	if (out.empty())
+		return usage_error("say where the trace goes: -o FILE");
+	if (int(vm.count("pid")) + int(vm.count("cgroup")) + int(!cmd.empty()) > 1)
+		return usage_error("choose one of -p PID, -c CGROUP and -- CMD");
+	if (own < argc && cmd.empty())
+		return usage_error("nothing after '--': give the command to run");
+	if (hooks != "auto" && hooks != "filemap" && hooks != "syscalls")
+		return usage_error("--hooks: '" + hooks + "' is not auto, filemap or syscalls");
+	trace::Format fmt;
+	llmtrace::FeedOptions fo;
+	fo.pid = pid;
+	fo.cgroup = cgroup;
+	fo.path_prefixes = prefixes;
+	fo.hooks = hooks;
+	try {
+		fmt = trace::parse_format(format);
+		fo.min_size = units::parse_bytes(min_size);
+		fo.ring_bytes = llmtrace::parse_ring_size(ring_size);
+	} catch (const std::exception &e) {
+		return usage_error(e.what());
+	}
+	if (vm.count("pid") && (!pid || !alive(pid)))
+		return usage_error("-p " + std::to_string(pid) + ": no such process");
+
+	// Start CMD stopped on a pipe, so that it is followed from its first instruction.
+	int go[2] = {-1, -1};
+	pid_t child = 0;
+	if (!cmd.empty()) {
+		if (pipe2(go, O_CLOEXEC))
+			return std::perror("llmtrace: pipe"), 1;
+		child = fork();
+		if (child < 0)
+			return std::perror("llmtrace: fork"), 1;
+		if (child == 0) {
+			char c;
+			close(go[1]);
+			if (read(go[0], &c, 1) != 1)
+				_exit(127);
+			std::vector<char *> args;
+			for (auto &a : cmd)
+				args.push_back(a.data());
+			args.push_back(nullptr);
+			execvp(args[0], args.data());
+			std::fprintf(stderr, "llmtrace: failed to run %s: %s\n", args[0], std::strerror(errno));
+			_exit(127);
+		}
+		close(go[0]);
+		fo.pid = uint32_t(child);
+	}
+
+	int rc = 0;
+	try {
+		llmtrace::Feed feed(fo);
+		auto w = llmtrace::open_writer(out, fmt, "llmtrace 0.1 record");
+		if (!feed.faults())
+			w->set_flags(LLMCACHE_TRACE_F_MMAP_UNSEEN);
+		uint64_t events = 0, files = 0;
+		feed.on_name = [&](uint32_t dev, uint64_t inode, const std::string &path) {
+			w->name(dev, inode, path);
+			files++;
+		};
+		feed.on_access = [&](const llmcache_access &a) {
+			w->write(a);
+			events++;
+		};
+		struct sigaction sa {};
+		sa.sa_handler = on_signal;
+		sigaction(SIGINT, &sa, nullptr);
+		sigaction(SIGTERM, &sa, nullptr);
+		if (child) {
+			if (write(go[1], "g", 1) != 1)
+				throw std::runtime_error("failed to start the command");
+			close(go[1]);
+		}
+		bool quiet = vm.count("quiet");
+		if (!quiet)
+			std::fprintf(stderr, "llmtrace: recording with the %s hooks%s; Ctrl-C stops\n",
+				     feed.filemap() ? "filemap" : "syscall", feed.faults() ? "" : " (mmap faults unseen)");
+		uint64_t last_print = now_ns(), last_events = 0;
+		int status = 0;
+		for (bool done = false; !done;) {
+			feed.poll(50);
+			if (stop_requested)
+				done = true;
+			if (child && waitpid(child, &status, WNOHANG) == child) {
+				child = 0;
+				done = true;
+			} else if (cmd.empty() && pid && !alive(pid))
+				done = true;
+			uint64_t t = now_ns();
+			if (!quiet && t - last_print >= 1000000000ULL) {
+				std::fprintf(stderr, "llmtrace: %.0f events/s, %llu events, %llu files, %llu lost\n",
+					     double(events - last_events) * 1e9 / double(t - last_print), (unsigned long long)events,
+					     (unsigned long long)files, (unsigned long long)feed.lost());
+				last_print = t;
+				last_events = events;
+			}
+		}
+		feed.poll(0);
+		w->close();
+		uint64_t lost = feed.lost();
+		std::fprintf(stderr,
+			     "llmtrace: %llu events, %llu files, %llu lost events%s, %llu reads merged, %llu pages read into "
+			     "the page cache, %llu evicted -> %s\n",
+			     (unsigned long long)events, (unsigned long long)files, (unsigned long long)lost,
+			     lost ? " (the ring buffer was full: raise --ring-size)" : "", (unsigned long long)feed.merged(),
+			     (unsigned long long)feed.inserted(), (unsigned long long)feed.evicted(), out.c_str());
+		if (!cmd.empty() && !stop_requested)
+			rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	} catch (const llmtrace::FeedError &e) {
+		std::fprintf(stderr, e.usage() ? "llmtrace record: %s (see llmtrace record --help)\n" : "%s\n", e.what());
+		rc = e.usage() ? 2 : 1;
+	} catch (const std::exception &e) {
+		std::fprintf(stderr, "llmtrace: %s\n", e.what());
+		rc = 1;
+	}
+	if (child > 0) {
+		kill(child, rc ? SIGKILL : SIGTERM);
+		waitpid(child, nullptr, 0);
+	}
+	return rc;
+}

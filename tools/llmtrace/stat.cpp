@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: MIT
+// llmtrace stat: what a trace contains (records, files, footprint) and what the policy core makes of it:
+// every block access goes through llc_access(), then the sequences per class and the loops (length N,
+// iterations, period) are reported.
+#include <boost/program_options.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "core/core.h"
+}
+#include "sim/flat_map.hpp"
+#include "sim/policy.hpp"
+#include "trace/trace.hpp"
+#include "util/units.hpp"
+
+namespace po = boost::program_options;
+using namespace llmcache;
+
+namespace {
+
+struct FileInfo {
+	uint32_t dev;
+	uint64_t inode;
+	uint64_t records = 0, blocks = 0, footprint = 0;
+};
+
+struct Loop {
+	uint32_t file;
+	uint64_t start, n, iterations, period_vt, period_ns;
+};
+
+std::string json_string(const std::string &s)
+{
+	std::string o = "\"";
+	for (unsigned char c : s) {
+		if (c == '"' || c == '\\')
+			o += '\\', o += char(c);
+		else if (c < 0x20) {
+			char b[8];
+			std::snprintf(b, sizeof(b), "\\u%04x", c);
+			o += b;
+		} else
+			o += char(c);
+	}
+	return o + "\"";
+}
+
+} // namespace
+
+int cmd_stat(int argc, char **argv)
+{
+	std::string in, from = "auto";
+	unsigned max_loops = 10;
+	po::options_description opts("Options");
+	opts.add_options()
+		("help,h", "show this help")
+		("from", po::value(&from)->default_value(from), "input format: auto, native, strace, csv or oracleGeneral")
+		("loops", po::value(&max_loops)->default_value(max_loops), "list at most this many loops, longest first")
+		("json", "print the summary as JSON");
+	po::options_description hidden;
+	hidden.add_options()("in", po::value(&in));
+	po::options_description all;
+	all.add(opts).add(hidden);
+	po::positional_options_description pos;
+	pos.add("in", 1);
+	po::variables_map vm;
+	try {
+		po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
+		po::notify(vm);
+		if (vm.count("help")) {
+			std::cout << "Usage: llmtrace stat TRACE [options]\n"
+				     "Summarise a trace: records, files, footprint, and the block sequences the policy core\n"
+				     "classifies (SEQ scans, LOOP per-token sweeps with their length N and period, HOT).\n\n"
+				  << opts
+				  << "\nEXAMPLES\n"
+				     "  llmtrace stat app.trace\n"
+				     "  llmtrace stat app.strace --json\n";
+			return 0;
+		}
+		if (in.empty())
+			throw po::error("give the trace: llmtrace stat TRACE");
+	} catch (const po::error &e) {
+		std::fprintf(stderr, "llmtrace stat: %s (see llmtrace stat --help)\n", e.what());
+		return 2;
+	}
+
+	llc_config cfg;
+	llc_config_default(&cfg);
+	uint64_t core_bytes = llc_core_size(&cfg);
+	std::unique_ptr<void, decltype(&std::free)> mem(std::aligned_alloc(64, (core_bytes + 63) & ~63ULL), &std::free);
+	llc_core *core = mem ? llc_core_init(mem.get(), core_bytes, &cfg) : nullptr;
+	if (!core) {
+		std::fprintf(stderr, "llmtrace stat: failed to set up the policy core (%llu bytes)\n",
+			     (unsigned long long)core_bytes);
+		return 1;
+	}
+
+	std::vector<FileInfo> files;
+	sim::FlatMap<uint32_t> file_of(64);
+	sim::FlatMap<uint8_t> seen(1 << 16);
+	uint64_t records = 0, blocks = 0, per_op[LLMCACHE_NR_OPS] = {}, first_ns = 0, last_ns = 0;
+	trace::PathMap paths;
+	std::vector<std::string> notes;
+	try {
+		auto r = from == "auto" ? trace::open_reader(in) : trace::open_reader(in, trace::parse_format(from));
+		llmcache_access a;
+		while (r->next(a)) {
+			bool inserted;
+			uint32_t &idx = file_of.find_or_insert((uint64_t(a.dev) << 44) ^ a.inode, inserted);
+			if (inserted) {
+				idx = uint32_t(files.size());
+				files.push_back({a.dev, a.inode});
+			}
+			FileInfo &f = files[idx];
+			f.records++;
+			f.blocks += a.nr_blocks;
+			for (uint64_t b = a.first_block; b < a.first_block + a.nr_blocks; b++) {
+				seen.find_or_insert(sim::request_key(idx, b), inserted);
+				f.footprint += inserted;
+				llc_access(core, idx, b, a.time_ns);
+			}
+			if (!records)
+				first_ns = a.time_ns;
+			last_ns = std::max<uint64_t>(last_ns, a.time_ns);
+			records++;
+			blocks += a.nr_blocks;
+			per_op[a.op < LLMCACHE_NR_OPS ? a.op : 0]++;
+		}
+		paths = r->paths();
+		notes = r->notes();
+	} catch (const std::exception &e) {
+		std::fprintf(stderr, "llmtrace stat: %s\n", e.what());
+		return 1;
+	}
+
+	std::vector<Loop> loops;
+	for (uint16_t id = llc_first(core, LLMCACHE_CLASS_LOOP); id; id = llc_next(core, id)) {
+		const llc_seq *s = llc_seq_get(core, id);
+		loops.push_back({uint32_t(s->file), s->start, s->end - s->start + 1, s->iterations, s->period_vt, s->period_ns});
+	}
+	std::sort(loops.begin(), loops.end(), [](const Loop &x, const Loop &y) { return x.n > y.n; });
+	if (loops.size() > max_loops)
+		loops.resize(max_loops);
+	auto name = [&](uint32_t idx) {
+		auto it = paths.find({files[idx].dev, files[idx].inode});
+		return it != paths.end() ? it->second
+					 : "dev " + std::to_string(files[idx].dev) + " inode " + std::to_string(files[idx].inode);
+	};
+	uint64_t footprint = seen.size();
+	const uint64_t *st = llc_stats(core);
+	uint32_t nseq = llc_class_count(core, LLMCACHE_CLASS_SEQ), nloop = llc_class_count(core, LLMCACHE_CLASS_LOOP),
+		 nhot = llc_class_count(core, LLMCACHE_CLASS_HOT);
+
+	if (vm.count("json")) {
+		std::printf("{\"records\":%llu,\"block_accesses\":%llu,\"reads\":%llu,\"writes\":%llu,\"mmap_faults\":%llu,"
+			    "\"duration_ns\":%llu,\"footprint_blocks\":%llu,\"files\":[",
+			    (unsigned long long)records, (unsigned long long)blocks, (unsigned long long)per_op[0],
+			    (unsigned long long)per_op[1], (unsigned long long)per_op[2],
+			    (unsigned long long)(last_ns - first_ns), (unsigned long long)footprint);
+		for (size_t i = 0; i < files.size(); i++)
+			std::printf("%s{\"path\":%s,\"dev\":%u,\"inode\":%llu,\"records\":%llu,\"block_accesses\":%llu,"
+				    "\"footprint_blocks\":%llu}",
+				    i ? "," : "", json_string(name(uint32_t(i))).c_str(), files[i].dev,
+				    (unsigned long long)files[i].inode, (unsigned long long)files[i].records,
+				    (unsigned long long)files[i].blocks, (unsigned long long)files[i].footprint);
+		std::printf("],\"sequences\":{\"seq\":%u,\"loop\":%u,\"hot\":%u},\"blocks_by_class\":{\"seq\":%llu,"
+			    "\"loop\":%llu,\"hot\":%llu},\"loop_iterations\":%llu,\"loops\":[",
+			    nseq, nloop, nhot, (unsigned long long)st[LLMCACHE_STAT_SEQ_BLOCKS],
+			    (unsigned long long)st[LLMCACHE_STAT_LOOP_BLOCKS], (unsigned long long)st[LLMCACHE_STAT_HOT_BLOCKS],
+			    (unsigned long long)st[LLMCACHE_STAT_LOOP_ITERATIONS]);
+		for (size_t i = 0; i < loops.size(); i++)
+			std::printf("%s{\"path\":%s,\"first_block\":%llu,\"n_blocks\":%llu,\"iterations\":%llu,"
+				    "\"period_accesses\":%llu,\"period_ns\":%llu}",
+				    i ? "," : "", json_string(name(loops[i].file)).c_str(), (unsigned long long)loops[i].start,
+				    (unsigned long long)loops[i].n, (unsigned long long)loops[i].iterations,
+				    (unsigned long long)loops[i].period_vt, (unsigned long long)loops[i].period_ns);
+		std::printf("]}\n");
+		return 0;
+	}
+	std::printf("%s: %llu records, %llu block accesses (%llu reads, %llu writes, %llu mmap faults) over %s\n",
+		    in.c_str(), (unsigned long long)records, (unsigned long long)blocks, (unsigned long long)per_op[0],
+		    (unsigned long long)per_op[1], (unsigned long long)per_op[2], units::format_duration(last_ns - first_ns).c_str());
+	std::printf("footprint: %s in %zu files\n", units::format_bytes(footprint * LLMCACHE_BLOCK_SIZE).c_str(), files.size());
+	int width = 4;
+	for (size_t i = 0; i < files.size(); i++)
+		width = std::max(width, int(name(uint32_t(i)).size()));
+	std::printf("  %-*s %10s %14s %12s\n", width, "file", "records", "block accesses", "footprint");
+	for (size_t i = 0; i < files.size(); i++)
+		std::printf("  %-*s %10llu %14llu %12s\n", width, name(uint32_t(i)).c_str(), (unsigned long long)files[i].records,
+			    (unsigned long long)files[i].blocks, units::format_bytes(files[i].footprint * LLMCACHE_BLOCK_SIZE).c_str());
+	std::printf("classes (policy core): %u SEQ, %u LOOP, %u HOT sequences; block accesses %llu SEQ, %llu LOOP, "
+		    "%llu HOT; %llu loop iterations\n",
+		    nseq, nloop, nhot, (unsigned long long)st[LLMCACHE_STAT_SEQ_BLOCKS],
+		    (unsigned long long)st[LLMCACHE_STAT_LOOP_BLOCKS], (unsigned long long)st[LLMCACHE_STAT_HOT_BLOCKS],
+		    (unsigned long long)st[LLMCACHE_STAT_LOOP_ITERATIONS]);
+	if (!loops.empty())
+		std::printf("loops, longest first:\n  %-*s %17s %10s %10s %12s\n", width, "file", "blocks", "N", "iterations",
+			    "period");
+	for (const Loop &l : loops)
+		std::printf("  %-*s %8llu-%-8llu %10llu %10llu %12s\n", width, name(l.file).c_str(), (unsigned long long)l.start,
+			    (unsigned long long)(l.start + l.n - 1), (unsigned long long)l.n, (unsigned long long)l.iterations,
+			    l.period_ns ? units::format_duration(l.period_ns).c_str() : "-");
+	for (const auto &note : notes)
+		std::printf("note: %s\n", note.c_str());
+	return 0;
+}
