@@ -15,14 +15,21 @@
 #include <linux/uio.h>
 #include "llmcache.h"
 
-static void llc_tp_range(void *data, struct address_space *mapping, pgoff_t index, pgoff_t last_index)
+/* mm_filemap_get_pages: once per batch of a buffered read, with what remains of the request. */
+static void llc_tp_read(void *data, struct address_space *mapping, pgoff_t index, pgoff_t last_index)
 {
-	llc_feed_access(mapping, index, last_index);
+	llc_feed_access(mapping, index, last_index, true);
+}
+
+/* mm_filemap_map_pages: the pages fault-around mapped. */
+static void llc_tp_map(void *data, struct address_space *mapping, pgoff_t index, pgoff_t last_index)
+{
+	llc_feed_access(mapping, index, last_index, false);
 }
 
 static void llc_tp_fault(void *data, struct address_space *mapping, pgoff_t index)
 {
-	llc_feed_access(mapping, index, index);
+	llc_feed_access(mapping, index, index, false);
 }
 
 static void llc_tp_add(void *data, struct folio *folio)
@@ -44,8 +51,8 @@ struct llc_tp {
 };
 
 static struct llc_tp llc_tps[] = {
-	{ "mm_filemap_get_pages", llc_tp_range, true },
-	{ "mm_filemap_map_pages", llc_tp_range, true },
+	{ "mm_filemap_get_pages", llc_tp_read, true },
+	{ "mm_filemap_map_pages", llc_tp_map, true },
 	{ "mm_filemap_fault", llc_tp_fault, true },
 	{ "mm_filemap_add_to_page_cache", llc_tp_add, false },
 	{ "mm_filemap_delete_from_page_cache", llc_tp_delete, false },
@@ -78,7 +85,7 @@ static int llc_kp_read(struct kprobe *p, struct pt_regs *regs)
 	if (!count || pos >= size)
 		return 0;
 	count = min_t(loff_t, count, size - pos);
-	llc_feed_access(mapping, pos >> PAGE_SHIFT, (pos + count - 1) >> PAGE_SHIFT);
+	llc_feed_access(mapping, pos >> PAGE_SHIFT, (pos + count - 1) >> PAGE_SHIFT, false);
 	return 0;
 }
 
@@ -91,7 +98,7 @@ static int llc_kp_fault(struct kprobe *p, struct pt_regs *regs)
 		return 0;
 	vmf = (struct vm_fault *)regs_get_kernel_argument(regs, 0);
 	if (vmf->vma->vm_file)
-		llc_feed_access(vmf->vma->vm_file->f_mapping, vmf->pgoff, vmf->pgoff);
+		llc_feed_access(vmf->vma->vm_file->f_mapping, vmf->pgoff, vmf->pgoff, false);
 	return 0;
 }
 

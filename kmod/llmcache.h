@@ -28,6 +28,7 @@ struct llc_file {
 	u64 accesses;
 	u64 class_blocks[LLMCACHE_NR_CLASSES];
 	u64 added, removed;
+	pgoff_t req_first, req_last;    /* the last read request seen by mm_filemap_get_pages */
 };
 
 struct llc_state {
@@ -48,7 +49,7 @@ extern struct list_head llc_files_list;
 DECLARE_STATIC_KEY_FALSE(llc_active);
 
 /* Hooks: feed accesses and page-cache changes of registered files into the core. */
-void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last);
+void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last, bool request);
 void llc_feed_cache(struct address_space *mapping, unsigned long nr_pages, bool added);
 
 /* Registration (callers hold llc_reg_mutex). */

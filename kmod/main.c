@@ -42,12 +42,17 @@ static struct llc_file *llc_find_rcu(struct address_space *mapping)
 	return NULL;
 }
 
-void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last)
+/*
+ * One access to pages [first, last] of mapping. request: the range is what remains of a read request
+ * (mm_filemap_get_pages fires once per batch of a read with [current position, end of request]), so
+ * an event that continues the previous request of the file (same end, start inside it) adds nothing.
+ */
+void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last, bool request)
 {
 	const unsigned int shift = PAGE_SHIFT - LLMCACHE_BLOCK_SHIFT;
 	struct llc_file *f;
 	unsigned long flags;
-	u64 b, end, now;
+	u64 b, n, now;
 
 	if (!static_branch_unlikely(&llc_active) || last < first)
 		return;
@@ -55,14 +60,20 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last)
 	f = llc_find_rcu(mapping);
 	if (f) {
 		b = (u64)first << shift;
-		end = ((u64)(last + 1) << shift) - 1;
+		n = (u64)(last - first + 1) << shift;
 		now = ktime_get_ns();
 		spin_lock_irqsave(&llc.lock, flags);
-		if (end - b >= LLC_MAX_EVENT_BLOCKS) {
-			llc.stats[LLMCACHE_STAT_EVENTS_DROPPED] += end - b + 1 - LLC_MAX_EVENT_BLOCKS;
-			end = b + LLC_MAX_EVENT_BLOCKS - 1;
+		if (request) {
+			if (last == f->req_last && first > f->req_first && first <= f->req_last)
+				n = 0; /* counted with the request's first event */
+			f->req_first = first;
+			f->req_last = last;
 		}
-		for (; b <= end; b++) {
+		if (n > LLC_MAX_EVENT_BLOCKS) {
+			llc.stats[LLMCACHE_STAT_EVENTS_DROPPED] += n - LLC_MAX_EVENT_BLOCKS;
+			n = LLC_MAX_EVENT_BLOCKS;
+		}
+		for (; n; n--, b++) {
 			struct llc_verdict v = llc_access(llc.core, f->id, b, now);
 
 			f->accesses++;
@@ -133,6 +144,7 @@ int llc_register(struct file *file, u64 *id)
 		return -ENOMEM;
 	f->file = get_file(file);
 	f->mapping = file->f_mapping;
+	f->req_first = f->req_last = ULONG_MAX;
 	f->id = llc_next_id++;
 	err = llc_sysfs_file_add(f); /* on failure the kobject's release frees f and drops the file */
 	if (err)
