@@ -21,6 +21,13 @@ make -s -C "$src" kmod BUILD="$build" >/dev/null
 make -s -C "$src/tests/kselftest" BUILD="$build" >/dev/null
 
 fails=0
+# The runner itself: output and exit status come back, and a warning in the guest's log fails the run.
+k=${kernels##* }
+out=$(LLMCACHE_BUILD="$build" "$src/tests/vm/run.sh" "$k" -- sh -c 'echo runner-output; exit 7' 2>&1) && rc=0 || rc=$?
+[ $rc -eq 7 ] && grep -q '^runner-output$' <<<"$out" || { echo "FAIL: run.sh lost the output or status ($rc): $out"; fails=$((fails + 1)); }
+out=$(LLMCACHE_BUILD="$build" "$src/tests/vm/run.sh" "$k" -- sh -c 'echo "WARNING: llmcache runner self-test" >/dev/kmsg' 2>&1) && rc=0 || rc=$?
+[ $rc -eq 125 ] && grep -q 'not clean' <<<"$out" || { echo "FAIL: run.sh missed a WARNING in the guest log ($rc)"; fails=$((fails + 1)); }
+
 for k in $kernels; do
 	echo "== kselftest on $k"
 	out=$(LLMCACHE_BUILD="$build" "$src/tests/vm/run.sh" "$k" -- "$build/kselftest/llmcache_test" 2>&1) && rc=0 || rc=$?

@@ -129,10 +129,12 @@ if [ $qemu_rc -eq 124 ] || [ $qemu_rc -eq 137 ]; then
 elif [ ! -f "$run/rc" ]; then
 	fail="the guest stopped before the command finished (qemu exit $qemu_rc)"
 fi
-bad=$(grep -E 'BUG|WARNING|Oops|soft lockup|hung task|Call Trace' "$run/console.log" ${run}/dmesg 2>/dev/null | head -20 || true)
+bad=$(grep -E '\bBUG\b|WARNING|Oops|soft lockup|hung task|blocked for more than|Call Trace' \
+	"$run/console.log" "$run/dmesg" 2>/dev/null | head -20 || true)
 [ -n "$bad" ] && fail="${fail:+$fail; }the guest kernel log is not clean"
 if [ -n "$fail" ]; then
 	echo "run.sh: FAIL on $release: $fail" >&2
+	[ -n "$bad" ] && { echo "---- offending kernel log lines ----" >&2; echo "$bad" >&2; }
 	echo "---- guest kernel log (last 60 lines) ----" >&2
 	tail -n 60 "$log" >&2
 	[ -s "$run/qemu.log" ] && { echo "---- qemu ----" >&2; cat "$run/qemu.log" >&2; }
