@@ -34,12 +34,12 @@ static void llc_tp_fault(void *data, struct address_space *mapping, pgoff_t inde
 
 static void llc_tp_add(void *data, struct folio *folio)
 {
-	llc_feed_cache(READ_ONCE(folio->mapping), folio_nr_pages(folio), true);
+	llc_feed_cache(folio, true);
 }
 
 static void llc_tp_delete(void *data, struct folio *folio)
 {
-	llc_feed_cache(READ_ONCE(folio->mapping), folio_nr_pages(folio), false);
+	llc_feed_cache(folio, false);
 }
 
 struct llc_tp {

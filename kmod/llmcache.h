@@ -13,6 +13,7 @@
 #include <linux/mutex.h>
 #include <linux/rcupdate.h>
 #include <linux/spinlock.h>
+#include <linux/xarray.h>
 #include "libllmcache/core/core.h"
 
 /* A registered file: found by its mapping from the hooks (RCU hash), held by a file reference. */
@@ -29,6 +30,9 @@ struct llc_file {
 	u64 class_blocks[LLMCACHE_NR_CLASSES];
 	u64 added, removed;
 	pgoff_t req_first, req_last;    /* the last read request seen by mm_filemap_get_pages */
+	u64 pinned;                     /* pins held, under llc.lock */
+	struct xarray pins;             /* page index -> the folio whose reference the module holds */
+	bool planned;                   /* the pin plan covers this file: new pages kick the worker */
 };
 
 struct llc_state {
@@ -50,7 +54,7 @@ DECLARE_STATIC_KEY_FALSE(llc_active);
 
 /* Hooks: feed accesses and page-cache changes of registered files into the core. */
 void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last, bool request);
-void llc_feed_cache(struct address_space *mapping, unsigned long nr_pages, bool added);
+void llc_feed_cache(struct folio *folio, bool added);
 
 /* Registration (callers hold llc_reg_mutex). */
 struct llc_file *llc_file_by_mapping(struct address_space *mapping);
@@ -58,6 +62,14 @@ int llc_register(struct file *file, u64 *id);
 void llc_unregister(struct llc_file *f);
 void llc_update_active(void);
 void llc_snapshot(u64 stats[LLMCACHE_NR_STATS], u64 class_seqs[LLMCACHE_NR_CLASSES]);
+
+/* Pinning (pin.c). */
+int llc_pin_init(void);
+void llc_pin_exit(void);
+void llc_pin_kick(void);
+void llc_pin_release(void);
+void llc_unpin_all(struct llc_file *f);
+void llc_pin_removed(struct llc_file *f, struct folio *folio);
 
 int llc_hooks_init(const char *want);
 void llc_hooks_exit(void);

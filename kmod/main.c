@@ -10,6 +10,7 @@
  */
 #include <linux/file.h>
 #include <linux/hashtable.h>
+#include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/slab.h>
 #include <linux/timekeeping.h>
@@ -53,6 +54,7 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 	struct llc_file *f;
 	unsigned long flags;
 	u64 b, n, now;
+	bool kick = false;
 
 	if (!static_branch_unlikely(&llc_active) || last < first)
 		return;
@@ -78,33 +80,41 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 
 			f->accesses++;
 			f->class_blocks[v.cls]++;
+			kick |= v.event == LLC_EV_ITERATION || v.event == LLC_EV_TO_LOOP;
 		}
 		spin_unlock_irqrestore(&llc.lock, flags);
 	}
 	rcu_read_unlock();
+	if (kick && READ_ONCE(llc.pin_budget))
+		llc_pin_kick();
 }
 
-void llc_feed_cache(struct address_space *mapping, unsigned long nr_pages, bool added)
+void llc_feed_cache(struct folio *folio, bool added)
 {
-	u64 blocks = (u64)nr_pages << (PAGE_SHIFT - LLMCACHE_BLOCK_SHIFT);
+	u64 blocks = (u64)folio_nr_pages(folio) << (PAGE_SHIFT - LLMCACHE_BLOCK_SHIFT);
 	struct llc_file *f;
 	unsigned long flags;
+	bool kick = false;
 
 	if (!static_branch_unlikely(&llc_active))
 		return;
 	rcu_read_lock();
-	f = llc_find_rcu(mapping);
+	f = llc_find_rcu(READ_ONCE(folio->mapping));
 	if (f) {
 		spin_lock_irqsave(&llc.lock, flags);
 		if (added) {
 			f->added += blocks;
 			llc.stats[LLMCACHE_STAT_MISSES] += blocks;
+			kick = READ_ONCE(f->planned);
 		} else {
 			f->removed += blocks;
+			llc_pin_removed(f, folio);
 		}
 		spin_unlock_irqrestore(&llc.lock, flags);
 	}
 	rcu_read_unlock();
+	if (kick)
+		llc_pin_kick();
 }
 
 /* Hooks run only while something is registered and the module is enabled. */
@@ -145,6 +155,7 @@ int llc_register(struct file *file, u64 *id)
 	f->file = get_file(file);
 	f->mapping = file->f_mapping;
 	f->req_first = f->req_last = ULONG_MAX;
+	xa_init_flags(&f->pins, XA_FLAGS_LOCK_IRQ);
 	f->id = llc_next_id++;
 	err = llc_sysfs_file_add(f); /* on failure the kobject's release frees f and drops the file */
 	if (err)
@@ -164,6 +175,7 @@ void llc_unregister(struct llc_file *f)
 	list_del(&f->list);
 	llc.nr_files--;
 	llc_update_active();
+	llc_unpin_all(f);
 	kobject_put(&f->kobj); /* release: fput, then kfree after an RCU grace period */
 }
 
@@ -203,9 +215,12 @@ static int __init llc_init(void)
 		err = -EINVAL;
 		goto free_core;
 	}
-	err = llc_sysfs_init();
+	err = llc_pin_init();
 	if (err)
 		goto free_core;
+	err = llc_sysfs_init();
+	if (err)
+		goto pin;
 	err = llc_dev_init();
 	if (err)
 		goto sysfs;
@@ -219,6 +234,8 @@ dev:
 	llc_dev_exit();
 sysfs:
 	llc_sysfs_exit();
+pin:
+	llc_pin_exit();
 free_core:
 	kvfree(llc_core_mem);
 	return err;
@@ -234,7 +251,8 @@ static void __exit llc_exit(void)
 	list_for_each_entry_safe(f, tmp, &llc_files_list, list)
 		llc_unregister(f);
 	mutex_unlock(&llc_reg_mutex);
-	llc_sysfs_exit();
+	llc_sysfs_exit(); /* no more writes that kick the pin worker */
+	llc_pin_exit();
 	rcu_barrier(); /* the files' kfree_rcu callbacks run before the module text goes */
 	kvfree(llc_core_mem);
 	pr_info("llmcache: unloaded\n");

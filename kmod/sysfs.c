@@ -29,8 +29,8 @@ static ssize_t enable_store(struct kobject *k, struct kobj_attribute *a, const c
 	return len;
 }
 
-/* The u64 tunables, each with the smallest value it accepts. */
-#define LLC_U64_ATTR(name, min)								\
+/* The u64 tunables, each with the smallest value it accepts and what a change sets off. */
+#define LLC_U64_ATTR(name, min, then)								\
 static ssize_t name##_show(struct kobject *k, struct kobj_attribute *a, char *buf)	\
 {											\
 	return sysfs_emit(buf, "%llu\n", READ_ONCE(llc.name));				\
@@ -43,14 +43,15 @@ static ssize_t name##_store(struct kobject *k, struct kobj_attribute *a,		\
 	if (kstrtou64(buf, 0, &v) || v < (min))						\
 		return -EINVAL;								\
 	WRITE_ONCE(llc.name, v);							\
+	then;										\
 	return len;									\
 }											\
 static struct kobj_attribute name##_attr = __ATTR_RW(name)
 
-LLC_U64_ATTR(pin_budget, 0);
-LLC_U64_ATTR(hot_reserve, 0);
-LLC_U64_ATTR(bw, 0);
-LLC_U64_ATTR(t_ns, 1);
+LLC_U64_ATTR(pin_budget, 0, llc_pin_kick());
+LLC_U64_ATTR(hot_reserve, 0, (void)0);
+LLC_U64_ATTR(bw, 0, (void)0);
+LLC_U64_ATTR(t_ns, 1, (void)0);
 
 static ssize_t hook_mode_show(struct kobject *k, struct kobj_attribute *a, char *buf)
 {
@@ -157,12 +158,13 @@ LLC_FILE_ATTR(loop_blocks, class_blocks[LLMCACHE_CLASS_LOOP]);
 LLC_FILE_ATTR(hot_blocks, class_blocks[LLMCACHE_CLASS_HOT]);
 LLC_FILE_ATTR(added, added);
 LLC_FILE_ATTR(removed, removed);
+LLC_FILE_ATTR(pinned, pinned);
 static struct kobj_attribute file_path_attr = __ATTR_RO(path);
 
 static struct attribute *llc_file_attrs[] = {
 	&file_path_attr.attr, &file_accesses_attr.attr, &file_seq_blocks_attr.attr,
 	&file_loop_blocks_attr.attr, &file_hot_blocks_attr.attr, &file_added_attr.attr,
-	&file_removed_attr.attr, NULL,
+	&file_removed_attr.attr, &file_pinned_attr.attr, NULL,
 };
 ATTRIBUTE_GROUPS(llc_file);
 

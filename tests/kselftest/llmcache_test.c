@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -470,6 +471,148 @@ TEST_F(llmcache, device_root_only)
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	EXPECT_TRUE(WIFEXITED(status));
 	EXPECT_EQ(0, WEXITSTATUS(status));
+}
+
+/* Read a whole file sweeps times in 128 KiB preads: a loop. */
+static int sweep(int fd, off_t size, int sweeps)
+{
+	static char buf[128 << 10];
+	off_t off;
+
+	while (sweeps--)
+		for (off = 0; off < size; off += sizeof(buf))
+			if (pread(fd, buf, sizeof(buf), off) <= 0)
+				return -1;
+	return 0;
+}
+
+/* Wait up to 5 s for the pin worker to bring stats/pinned to want; returns the last value read. */
+static long long wait_pinned(long long want)
+{
+	long long v = -1;
+	int i;
+
+	for (i = 0; i < 100; i++) {
+		v = sysfs_num("stats/pinned");
+		if (v == want)
+			break;
+		usleep(50000);
+	}
+	return v;
+}
+
+/* Pages of fd's first blocks blocks that are resident. */
+static int resident(int fd, int first, int blocks)
+{
+	unsigned char vec[4096];
+	void *p = mmap(NULL, (size_t)(first + blocks) * 4096, PROT_READ, MAP_SHARED, fd, 0);
+	int i, n = 0;
+
+	if (p == MAP_FAILED || blocks > (int)sizeof(vec) || mincore(p, (size_t)(first + blocks) * 4096, vec))
+		return -1;
+	for (i = first; i < first + blocks; i++)
+		n += vec[i] & 1;
+	munmap(p, (size_t)(first + blocks) * 4096);
+	return n;
+}
+
+/* Drop the clean page cache (1), not the slab caches: those would run the module's shrinker too. */
+static void drop_caches(void)
+{
+	int fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
+
+	sync();
+	if (fd >= 0) {
+		if (write(fd, "1", 1) != 1)
+			perror("drop_caches");
+		close(fd);
+	}
+}
+
+/*
+ * A loop of 1024 blocks with a budget of 512: its lowest 512 blocks are pinned and survive a cache drop;
+ * a smaller budget releases pins; truncation and unregistration release the rest.
+ */
+TEST_F(llmcache, pin_budget)
+{
+	char path[256], sys[64];
+	__u64 id = 0;
+	int fd = scratch_file("loop", 1024, path, sizeof(path));
+
+	ASSERT_LE(0, fd);
+	drop_caches();
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, &id));
+	ASSERT_EQ(0, sysfs_write("pin_budget", "2097152"));
+	ASSERT_EQ(0, sweep(fd, 1024 * 4096, 3));
+	EXPECT_EQ(512, wait_pinned(512));
+	snprintf(sys, sizeof(sys), "files/%llu/pinned", (unsigned long long)id);
+	EXPECT_EQ(512, sysfs_num(sys));
+	drop_caches();
+	EXPECT_EQ(512, resident(fd, 0, 512)) TH_LOG("pinned blocks left the page cache");
+	EXPECT_EQ(0, resident(fd, 512, 512)) TH_LOG("unpinned blocks stayed");
+
+	ASSERT_EQ(0, sysfs_write("pin_budget", "1048576"));
+	EXPECT_EQ(256, wait_pinned(256));
+	drop_caches();
+	EXPECT_EQ(256, resident(fd, 0, 512));
+
+	ASSERT_EQ(0, ftruncate(fd, 0));
+	EXPECT_EQ(0, sysfs_num("stats/pinned")) TH_LOG("truncation keeps pins");
+	ASSERT_EQ(0, ftruncate(fd, 1024 * 4096));
+	ASSERT_EQ(0, sweep(fd, 1024 * 4096, 3));
+	EXPECT_EQ(256, wait_pinned(256));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_UNREGISTER, fd, NULL));
+	EXPECT_EQ(0, sysfs_num("stats/pinned"));
+
+	/* Pins held at unload are released by it (the fixture unloads). */
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
+	ASSERT_EQ(0, sweep(fd, 1024 * 4096, 3));
+	EXPECT_EQ(256, wait_pinned(256));
+	close(fd);
+	unlink(path);
+}
+
+/*
+ * Pins never cause an OOM: with a loop of 256 MiB pinned in a 1 GiB guest, a process that needs 800 MiB
+ * gets it, because the shrinker releases pins (longest-period loops' highest blocks first).
+ */
+TEST_F_TIMEOUT(llmcache, shrinker_releases_pins, 300)
+{
+	const size_t loop = 256 << 20, need = 800 << 20;
+	char path[256];
+	pid_t pid;
+	int fd = scratch_file("big", 0, path, sizeof(path)), status;
+	long long pinned;
+
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, ftruncate(fd, loop));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
+	ASSERT_EQ(0, sysfs_write("pin_budget", "268435456"));
+	ASSERT_EQ(0, sweep(fd, loop, 3));
+	pinned = wait_pinned(loop / 4096);
+	EXPECT_LT(loop / 4096 * 3 / 4, pinned) TH_LOG("only %lld pinned", pinned);
+	EXPECT_EQ(0, sysfs_num("stats/shrinker_released"));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		volatile char *p = malloc(need);
+		size_t i;
+
+		if (!p)
+			_exit(2);
+		for (i = 0; i < need; i += 4096)
+			p[i] = 1;
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status)) TH_LOG("the allocating process was killed (signal %d)", WTERMSIG(status));
+	TH_LOG("pinned %lld blocks, then %lld after the allocation; shrinker released %lld", pinned,
+	       sysfs_num("stats/pinned"), sysfs_num("stats/shrinker_released"));
+	EXPECT_LT(0, sysfs_num("stats/shrinker_released"));
+	EXPECT_GT(pinned, sysfs_num("stats/pinned"));
+	EXPECT_GE(loop / 4096, sysfs_num("stats/pinned"));
+	close(fd);
+	unlink(path);
 }
 
 /* Run llmworkload with args; 0 when it exits 0. */
