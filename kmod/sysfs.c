@@ -25,7 +25,11 @@ static ssize_t enable_store(struct kobject *k, struct kobj_attribute *a, const c
 	mutex_lock(&llc_reg_mutex);
 	WRITE_ONCE(llc.enabled, v);
 	llc_update_active();
+	if (!v)
+		llc_pin_release(); /* disabled: the hooks no longer track the pinned pages */
 	mutex_unlock(&llc_reg_mutex);
+	if (v)
+		llc_pin_kick();
 	return len;
 }
 

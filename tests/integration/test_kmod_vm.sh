@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # llmcache.ko on Debian's 6.1 and 6.12 kernels: builds the module against both kernels' headers and the
 # kselftest suite, then runs the suite as root in a VM booting each kernel (tests/vm/run.sh), which
-# fails on a BUG, WARNING, Oops, soft lockup or hung task in the guest's kernel log.
+# fails on a BUG, WARNING, Oops, soft lockup or hung task in the guest's kernel log; also checks the
+# runner itself and llmcachectl's module commands (tests/vm/llmcachectl-check.sh) on the newer kernel.
 set -euo pipefail
 src=${LLMCACHE_SRC:?LLMCACHE_SRC is not set}
 bin=${LLMCACHE_BIN:?LLMCACHE_BIN is not set}
@@ -15,7 +16,9 @@ for k in $kernels; do
 		exit 77
 	fi
 done
-[ -x "$bin/llmworkload" ] || { echo "FAIL: $bin/llmworkload is missing"; exit 1; }
+for tool in llmworkload llmcachectl; do
+	[ -x "$bin/$tool" ] || { echo "FAIL: $bin/$tool is missing"; exit 1; }
+done
 
 make -s -C "$src" kmod BUILD="$build" >/dev/null
 make -s -C "$src/tests/kselftest" BUILD="$build" >/dev/null
@@ -27,6 +30,11 @@ out=$(LLMCACHE_BUILD="$build" "$src/tests/vm/run.sh" "$k" -- sh -c 'echo runner-
 [ $rc -eq 7 ] && grep -q '^runner-output$' <<<"$out" || { echo "FAIL: run.sh lost the output or status ($rc): $out"; fails=$((fails + 1)); }
 out=$(LLMCACHE_BUILD="$build" "$src/tests/vm/run.sh" "$k" -- sh -c 'echo "WARNING: llmcache runner self-test" >/dev/kmsg' 2>&1) && rc=0 || rc=$?
 [ $rc -eq 125 ] && grep -q 'not clean' <<<"$out" || { echo "FAIL: run.sh missed a WARNING in the guest log ($rc)"; fails=$((fails + 1)); }
+
+# llmcachectl's module commands, inside the VM.
+out=$(LLMCACHE_BUILD="$build" LLMCACHE_BIN="$bin" "$src/tests/vm/run.sh" "$k" -- sh "$src/tests/vm/llmcachectl-check.sh" 2>&1) && rc=0 || rc=$?
+echo "== llmcachectl on $k: $(tail -n 2 <<<"$out" | head -n 1)"
+[ $rc -eq 0 ] || { echo "FAIL: llmcachectl in the VM ($rc): $out"; fails=$((fails + 1)); }
 
 for k in $kernels; do
 	echo "== kselftest on $k"

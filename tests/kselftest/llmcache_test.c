@@ -9,11 +9,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -551,6 +553,10 @@ TEST_F(llmcache, pin_budget)
 	EXPECT_EQ(512, resident(fd, 0, 512)) TH_LOG("pinned blocks left the page cache");
 	EXPECT_EQ(0, resident(fd, 512, 512)) TH_LOG("unpinned blocks stayed");
 
+	ASSERT_EQ(0, sysfs_write("enable", "0"));
+	EXPECT_EQ(0, sysfs_num("stats/pinned")) TH_LOG("disabling keeps pins");
+	ASSERT_EQ(0, sysfs_write("enable", "1"));
+	EXPECT_EQ(512, wait_pinned(512));
 	ASSERT_EQ(0, sysfs_write("pin_budget", "1048576"));
 	EXPECT_EQ(256, wait_pinned(256));
 	drop_caches();
@@ -611,6 +617,67 @@ TEST_F_TIMEOUT(llmcache, shrinker_releases_pins, 300)
 	EXPECT_LT(0, sysfs_num("stats/shrinker_released"));
 	EXPECT_GT(pinned, sysfs_num("stats/pinned"));
 	EXPECT_GE(loop / 4096, sysfs_num("stats/pinned"));
+	close(fd);
+	unlink(path);
+}
+
+/*
+ * 100 load/unload cycles while a process keeps registering a file and reading it: every cycle must load
+ * and unload cleanly, whatever the module was doing (the runner checks the kernel log).
+ */
+FIXTURE(churn) {
+	int unused;
+};
+FIXTURE_SETUP(churn) {}
+FIXTURE_TEARDOWN(churn) {}
+
+TEST_F_TIMEOUT(churn, load_unload_under_load, 300)
+{
+	char path[256];
+	int fd = scratch_file("churn", 256, path, sizeof(path)), i, status, stop[2];
+	pid_t pid;
+
+	ASSERT_LE(0, fd);
+	if (module_loaded())
+		ASSERT_EQ(0, module_unload());
+	ASSERT_EQ(0, pipe(stop));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		char c;
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(stop[1]);
+		fcntl(stop[0], F_SETFL, O_NONBLOCK);
+		while (read(stop[0], &c, 1) < 0) {
+			int dev = open(DEV, O_RDWR);
+
+			if (dev >= 0) {
+				ioc_file(dev, LLMCACHE_IOC_REGISTER, fd, NULL);
+				sysfs_write("pin_budget", "524288");
+				close(dev);
+			}
+			if (sweep(fd, 256 * 4096, 1))
+				_exit(1);
+		}
+		_exit(0);
+	}
+	close(stop[0]);
+	for (i = 0; i < 100; i++) {
+		int err = module_load("");
+
+		ASSERT_EQ(0, err) TH_LOG("cycle %d: load", i);
+		usleep(i % 10 * 1000);
+		/* The reader may hold /dev/llmcache open for a moment: retry the unload. */
+		while ((err = module_unload()) == -EAGAIN || err == -EBUSY)
+			usleep(1000);
+		ASSERT_EQ(0, err) TH_LOG("cycle %d: unload", i);
+		if (i % 25 == 24)
+			TH_LOG("%d cycles", i + 1);
+	}
+	close(stop[1]);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	close(fd);
 	unlink(path);
 }

@@ -7,12 +7,15 @@
 # ours. Fails (exit 125) if the guest's kernel log shows BUG, WARNING, Oops, a soft lockup or a hung
 # task, or if the guest does not finish within the timeout.
 #
+# Both vCPUs run in one host thread (tcg,thread=single; LLMCACHE_VM_TCG_THREAD=multi overrides): see
+# Documentation/admin-guide.md for why.
+#
 # Usage: tests/vm/run.sh [--mem 1G] [--timeout 300] [--disk 512M] [--smp 2] KERNEL -- COMMAND [ARG...]
 #   KERNEL: a version prefix (6.1, 6.12) or a full release (6.1.0-56-amd64) from /boot/vmlinuz-*.
 # Example: tests/vm/run.sh 6.12 -- sh -c 'insmod $LLMCACHE_KO && cat /sys/kernel/llmcache/hook_mode'
 set -euo pipefail
 
-mem=1G timeout=300 disk=512M smp=2
+mem=1G timeout=300 disk=512M smp=2 tcg_thread=${LLMCACHE_VM_TCG_THREAD:-single}
 usage() { sed -n '2,/^set -e/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -109,7 +112,7 @@ mkfs.ext4 -q -F -L llmcache-scratch "$run/scratch.img"
 
 start=$(date +%s.%N)
 set +e
-timeout --foreground -k 10 "$timeout" qemu-system-x86_64 -accel tcg -m "$mem" -smp "$smp" -nographic \
+timeout --foreground -k 10 "$timeout" qemu-system-x86_64 -accel "tcg,thread=$tcg_thread" -m "$mem" -smp "$smp" -nographic \
 	-no-reboot -monitor none -serial "file:$run/console.log" \
 	-kernel "/boot/vmlinuz-$release" -initrd "$initrd" \
 	-append "console=ttyS0 panic=-1 watchdog_thresh=30 rcupdate.rcu_cpu_stall_timeout=120 llmvm_init=$src/tests/vm/guest-init.sh llmvm_run=$run" \
