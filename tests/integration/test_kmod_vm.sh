@@ -38,7 +38,7 @@ echo "== llmcachectl on $k: $(tail -n 2 <<<"$out" | head -n 1)"
 
 for k in $kernels; do
 	echo "== kselftest on $k"
-	out=$(LLMCACHE_BUILD="$build" "$src/tests/vm/run.sh" "$k" -- "$build/kselftest/llmcache_test" 2>&1) && rc=0 || rc=$?
+	out=$(LLMCACHE_BUILD="$build" "$src/tests/vm/run.sh" --timeout 900 "$k" -- "$build/kselftest/llmcache_test" 2>&1) && rc=0 || rc=$?
 	echo "$out" | grep -E '^(not ok|ok|# (FAIL|PASS|Totals)|run\.sh)|Expected|decoder_classes:' || true
 	if [ $rc -ne 0 ]; then
 		echo "FAIL: kselftest on $k exited $rc"

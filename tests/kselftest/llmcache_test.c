@@ -387,7 +387,7 @@ TEST_F(llmcache, ioctl_double_registration)
 }
 
 /* Reads of a registered file are seen; deleting it while registered is safe; unregister releases it. */
-TEST_F(llmcache, register_delete_unregister)
+TEST_F_TIMEOUT(llmcache, register_delete_unregister, 120)
 {
 	struct llmcache_ioc_file_stats st;
 	char path[256], sys[64], buf[512], page[4096], big[16 * 4096];
@@ -488,13 +488,13 @@ static int sweep(int fd, off_t size, int sweeps)
 	return 0;
 }
 
-/* Wait up to 5 s for the pin worker to bring stats/pinned to want; returns the last value read. */
+/* Wait up to 20 s for the pin worker to bring stats/pinned to want; returns the last value read. */
 static long long wait_pinned(long long want)
 {
 	long long v = -1;
 	int i;
 
-	for (i = 0; i < 100; i++) {
+	for (i = 0; i < 400; i++) {
 		v = sysfs_num("stats/pinned");
 		if (v == want)
 			break;
@@ -521,13 +521,15 @@ static int resident(int fd, int first, int blocks)
 /* Drop the clean page cache (1), not the slab caches: those would run the module's shrinker too. */
 static void drop_caches(void)
 {
-	int fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
+	int i, fd;
 
 	sync();
-	if (fd >= 0) {
-		if (write(fd, "1", 1) != 1)
+	for (i = 0; i < 2; i++) {
+		fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
+		if (fd < 0 || write(fd, "1", 1) != 1)
 			perror("drop_caches");
-		close(fd);
+		if (fd >= 0)
+			close(fd);
 	}
 }
 
@@ -535,7 +537,7 @@ static void drop_caches(void)
  * A loop of 1024 blocks with a budget of 512: its lowest 512 blocks are pinned and survive a cache drop;
  * a smaller budget releases pins; truncation and unregistration release the rest.
  */
-TEST_F(llmcache, pin_budget)
+TEST_F_TIMEOUT(llmcache, pin_budget, 180)
 {
 	char path[256], sys[64];
 	__u64 id = 0;
@@ -550,8 +552,9 @@ TEST_F(llmcache, pin_budget)
 	snprintf(sys, sizeof(sys), "files/%llu/pinned", (unsigned long long)id);
 	EXPECT_EQ(512, sysfs_num(sys));
 	drop_caches();
+	/* Unpinned pages may linger a moment (per-CPU LRU batches hold references); most must go. */
 	EXPECT_EQ(512, resident(fd, 0, 512)) TH_LOG("pinned blocks left the page cache");
-	EXPECT_EQ(0, resident(fd, 512, 512)) TH_LOG("unpinned blocks stayed");
+	EXPECT_GT(64, resident(fd, 512, 512)) TH_LOG("unpinned blocks stayed");
 
 	ASSERT_EQ(0, sysfs_write("enable", "0"));
 	EXPECT_EQ(0, sysfs_num("stats/pinned")) TH_LOG("disabling keeps pins");
@@ -560,7 +563,8 @@ TEST_F(llmcache, pin_budget)
 	ASSERT_EQ(0, sysfs_write("pin_budget", "1048576"));
 	EXPECT_EQ(256, wait_pinned(256));
 	drop_caches();
-	EXPECT_EQ(256, resident(fd, 0, 512));
+	EXPECT_EQ(256, resident(fd, 0, 256));
+	EXPECT_GT(64, resident(fd, 256, 256)) TH_LOG("released pins stayed");
 
 	ASSERT_EQ(0, ftruncate(fd, 0));
 	EXPECT_EQ(0, sysfs_num("stats/pinned")) TH_LOG("truncation keeps pins");
