@@ -81,13 +81,9 @@ private:
 
 	uint32_t alloc(uint64_t key)
 	{
-		uint32_t n;
-		if (!free_.empty()) {
-			n = free_.back();
-			free_.pop_back();
-			links_.set_key(n, key);
-		} else {
-			n = links_.add(key);
+		bool fresh;
+		uint32_t n = links_.acquire(key, fresh);
+		if (fresh) {
 			where_.push_back(T1);
 		}
 		map_.put(key, n);
@@ -97,14 +93,13 @@ private:
 	void drop(uint32_t n)
 	{
 		map_.erase(links_.key(n));
-		free_.push_back(n);
+		links_.release(n);
 	}
 
 	FlatMap<uint32_t> map_;
 	Links links_;
 	List l_[4];
 	std::vector<uint8_t> where_;
-	std::vector<uint32_t> free_;
 	double p_ = 0;
 };
 

@@ -142,13 +142,9 @@ private:
 
 	uint32_t alloc(uint64_t key)
 	{
-		uint32_t n;
-		if (!free_.empty()) {
-			n = free_.back();
-			free_.pop_back();
-			lru_.set_key(n, key);
-		} else {
-			n = lru_.add(key);
+		bool fresh;
+		uint32_t n = lru_.acquire(key, fresh);
+		if (fresh) {
 			lfu_.add();
 			where_.push_back(Cache);
 			bucket_of_.push_back(nil);
@@ -161,7 +157,7 @@ private:
 	void drop(uint32_t n)
 	{
 		map_.erase(lru_.key(n));
-		free_.push_back(n);
+		lru_.release(n);
 	}
 
 	// splitmix64, then 53 bits into [0, 1).
@@ -185,7 +181,7 @@ private:
 	std::vector<uint32_t> free_buckets_;
 	std::vector<uint64_t> evicted_at_;
 	std::vector<uint8_t> where_;
-	std::vector<uint32_t> bucket_of_, free_;
+	std::vector<uint32_t> bucket_of_;
 };
 
 const Lecar &as_lecar(const Policy &p)

@@ -119,13 +119,9 @@ private:
 
 	uint32_t alloc(uint64_t key)
 	{
-		uint32_t n;
-		if (!free_.empty()) {
-			n = free_.back();
-			free_.pop_back();
-			s_.set_key(n, key);
-		} else {
-			n = s_.add(key);
+		bool fresh;
+		uint32_t n = s_.acquire(key, fresh);
+		if (fresh) {
 			q_.add();
 			lir_.push_back(0);
 			res_.push_back(0);
@@ -141,7 +137,7 @@ private:
 	void drop(uint32_t n)
 	{
 		map_.erase(s_.key(n));
-		free_.push_back(n);
+		s_.release(n);
 	}
 
 	uint64_t lir_cap_, nr_cap_;
@@ -150,7 +146,6 @@ private:
 	Links s_, q_; // q_ links Q (resident HIR) and NR (non-resident entries in S, by eviction time)
 	List S_, Q_, NR_;
 	std::vector<uint8_t> lir_, res_, in_s_;
-	std::vector<uint32_t> free_;
 };
 
 } // namespace

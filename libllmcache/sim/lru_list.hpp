@@ -27,6 +27,20 @@ public:
 		l_.push_back({key, nil, nil});
 		return uint32_t(l_.size() - 1);
 	}
+	// A node for key: one released earlier if any, else a new one. fresh says it is new, so that the
+	// caller's own per-node arrays must grow by one.
+	uint32_t acquire(uint64_t key, bool &fresh)
+	{
+		fresh = free_.empty();
+		if (fresh)
+			return add(key);
+		uint32_t i = free_.back();
+		free_.pop_back();
+		l_[i].key = key;
+		return i;
+	}
+	// Give an unlinked node back for acquire() to reuse.
+	void release(uint32_t i) { free_.push_back(i); }
 	uint64_t key(uint32_t i) const { return l_[i].key; }
 	void set_key(uint32_t i, uint64_t key) { l_[i].key = key; }
 	void reserve(size_t n) { l_.reserve(n); }
@@ -99,6 +113,7 @@ private:
 		uint32_t prev, next;
 	};
 	std::vector<Node> l_;
+	std::vector<uint32_t> free_;
 };
 
 // Policies index nodes with u32 and may track up to 3x capacity entries (cache plus ghosts).

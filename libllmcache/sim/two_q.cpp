@@ -70,13 +70,9 @@ private:
 
 	uint32_t alloc(uint64_t key)
 	{
-		uint32_t n;
-		if (!free_.empty()) {
-			n = free_.back();
-			free_.pop_back();
-			links_.set_key(n, key);
-		} else {
-			n = links_.add(key);
+		bool fresh;
+		uint32_t n = links_.acquire(key, fresh);
+		if (fresh) {
 			where_.push_back(A1in);
 		}
 		map_.put(key, n);
@@ -86,7 +82,7 @@ private:
 	void drop(uint32_t n)
 	{
 		map_.erase(links_.key(n));
-		free_.push_back(n);
+		links_.release(n);
 	}
 
 	uint64_t kin_, kout_;
@@ -94,7 +90,6 @@ private:
 	Links links_;
 	List l_[3];
 	std::vector<uint8_t> where_;
-	std::vector<uint32_t> free_;
 };
 
 } // namespace

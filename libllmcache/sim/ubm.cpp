@@ -178,13 +178,9 @@ private:
 
 	uint32_t alloc(uint64_t key)
 	{
-		uint32_t n;
-		if (!free_.empty()) {
-			n = free_.back();
-			free_.pop_back();
-			links_.set_key(n, key);
-		} else {
-			n = links_.add(key);
+		bool fresh;
+		uint32_t n = links_.acquire(key, fresh);
+		if (fresh) {
 			where_.push_back(Other);
 			file_of_.push_back(0);
 			last_.push_back(never);
@@ -198,7 +194,7 @@ private:
 	void drop(uint32_t n)
 	{
 		map_.erase(links_.key(n));
-		free_.push_back(n);
+		links_.release(n);
 	}
 
 	uint64_t ghost_cap_;
@@ -209,7 +205,7 @@ private:
 	Links links_;
 	List seq_, other_, ghost_;
 	std::vector<uint8_t> where_;
-	std::vector<uint32_t> file_of_, free_;
+	std::vector<uint32_t> file_of_;
 	std::vector<uint64_t> last_, gap_; // last access time; gap between the last two accesses (never: none)
 };
 

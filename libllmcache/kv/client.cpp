@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: MIT
+// The C client of llmcached (llmcache_kv.h): a SOCK_SEQPACKET connection, a sealed memfd for tensors,
+// one request and one reply per call.
+#include "kv/llmcache_kv.h"
+
+#include "kv/protocol.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+using namespace llmcache::kv;
+
+struct llmcache_kv {
+	int sock = -1, memfd = -1;
+	uint8_t *shm = nullptr;
+	proto::ShmLayout layout{};
+	llmcache_kv_shape shape{};
+	uint64_t session = 0, row = 0;
+	uint32_t seq = 0;
+	std::string error;
+};
+
+namespace {
+
+int fail(llmcache_kv *kv, int e, std::string msg)
+{
+	kv->error = std::move(msg);
+	return e;
+}
+
+// Sends one request (with an fd for OPEN) and waits for its reply.
+int call(llmcache_kv *kv, uint16_t type, const void *payload, size_t len, int fd, proto::Reply &r)
+{
+	proto::Header h{proto::MAGIC, proto::VERSION, type, (uint32_t)len, ++kv->seq};
+	iovec iov[2] = {{&h, sizeof(h)}, {const_cast<void *>(payload), len}};
+	msghdr m{};
+	m.msg_iov = iov;
+	m.msg_iovlen = 2;
+	alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))] = {};
+	if (fd >= 0) {
+		m.msg_control = ctrl;
+		m.msg_controllen = sizeof(ctrl);
+		cmsghdr *cm = CMSG_FIRSTHDR(&m);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		std::memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	}
+	if (sendmsg(kv->sock, &m, MSG_NOSIGNAL) < 0)
+		return fail(kv, -errno, std::string("cannot send to llmcached: ") + std::strerror(errno));
+	uint8_t buf[1 << 16];
+	ssize_t n;
+	do
+		n = recv(kv->sock, buf, sizeof(buf), 0);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0)
+		return fail(kv, n == 0 ? -ECONNRESET : -errno, "llmcached closed the connection (did it stop?)");
+	proto::Header rh;
+	if ((size_t)n < sizeof(rh) + sizeof(r))
+		return fail(kv, -EBADMSG, "short reply from llmcached");
+	std::memcpy(&rh, buf, sizeof(rh));
+	std::memcpy(&r, buf + sizeof(rh), sizeof(r));
+	if (rh.magic != proto::MAGIC || rh.type != proto::REPLY || rh.seq != kv->seq ||
+	    sizeof(rh) + sizeof(r) + r.text_len != (size_t)n)
+		return fail(kv, -EBADMSG, "malformed reply from llmcached");
+	kv->error.assign(reinterpret_cast<const char *>(buf) + sizeof(rh) + sizeof(r), r.text_len);
+	return r.status;
+}
+
+int connect_to(llmcache_kv *kv, const char *socket_path)
+{
+	const char *path = socket_path ? socket_path : "/run/llmcached/llmcached.sock";
+	sockaddr_un addr{};
+	addr.sun_family = AF_UNIX;
+	if (std::strlen(path) >= sizeof(addr.sun_path))
+		return fail(kv, -ENAMETOOLONG, "socket path too long");
+	std::strcpy(addr.sun_path, path);
+	kv->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (kv->sock < 0 || connect(kv->sock, (sockaddr *)&addr, sizeof(addr)) < 0)
+		return fail(kv, -errno, std::string("cannot connect to llmcached at ") + path + ": " + std::strerror(errno) +
+						" (is the service running? systemctl start llmcached)");
+	return 0;
+}
+
+} // namespace
+
+extern "C" {
+
+int llmcache_kv_open(const char *socket_path, const llmcache_kv_shape *shape, llmcache_kv **out)
+{
+	auto *kv = new (std::nothrow) llmcache_kv();
+	*out = kv;
+	if (!kv)
+		return -ENOMEM;
+	kv->shape = *shape;
+	const proto::Open o{shape->layers,     shape->q_heads,	 shape->kv_heads,   shape->head_dim,
+			    shape->dtype,      shape->max_context, shape->max_budget, shape->append_batch};
+	if (!proto::ShmLayout::of(o, kv->layout))
+		return fail(kv, -EINVAL, "session shape too large for shared memory");
+	kv->row = (uint64_t)shape->kv_heads * shape->head_dim * (shape->dtype == LLMCACHE_KV_FP32 ? 4 : 2);
+	if (int e = connect_to(kv, socket_path))
+		return e;
+	kv->memfd = memfd_create("llmcache-kv", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (kv->memfd < 0 || ftruncate(kv->memfd, (off_t)kv->layout.size) < 0 ||
+	    fcntl(kv->memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+		return fail(kv, -errno, std::string("cannot create the session's shared memory: ") + std::strerror(errno));
+	void *m = mmap(nullptr, kv->layout.size, PROT_READ | PROT_WRITE, MAP_SHARED, kv->memfd, 0);
+	if (m == MAP_FAILED)
+		return fail(kv, -errno, std::string("cannot map the session's shared memory: ") + std::strerror(errno));
+	kv->shm = static_cast<uint8_t *>(m);
+	proto::Reply r;
+	const int e = call(kv, proto::OPEN, &o, sizeof(o), kv->memfd, r);
+	if (e == 0)
+		kv->session = r.session;
+	return e;
+}
+
+int llmcache_kv_append(llmcache_kv *kv, uint32_t layer, const void *k, const void *v, uint32_t n)
+{
+	if (n > kv->shape.append_batch)
+		return fail(kv, -EINVAL, "append of more tokens than the session's append batch");
+	std::memcpy(kv->shm + kv->layout.in_k, k, n * kv->row);
+	std::memcpy(kv->shm + kv->layout.in_v, v, n * kv->row);
+	const proto::Append a{kv->session, layer, n};
+	proto::Reply r;
+	return call(kv, proto::APPEND, &a, sizeof(a), -1, r);
+}
+
+static int selection(llmcache_kv *kv, int e, const proto::Reply &r, llmcache_kv_selection *sel)
+{
+	*sel = {};
+	if (e == 0) {
+		sel->n = r.count;
+		sel->positions = reinterpret_cast<const uint32_t *>(kv->shm + kv->layout.positions);
+		sel->k = kv->shm + kv->layout.out_k;
+		sel->v = kv->shm + kv->layout.out_v;
+	}
+	return e;
+}
+
+static int begin(llmcache_kv *kv, uint16_t type, uint32_t layer, const float *q, uint32_t budget, proto::Reply &r)
+{
+	std::memcpy(kv->shm + kv->layout.q, q, sizeof(float) * kv->shape.q_heads * kv->shape.head_dim);
+	const proto::Select s{kv->session, layer, budget};
+	return call(kv, type, &s, sizeof(s), -1, r);
+}
+
+int llmcache_kv_select(llmcache_kv *kv, uint32_t layer, const float *q, uint32_t budget, llmcache_kv_selection *sel)
+{
+	proto::Reply r;
+	return selection(kv, begin(kv, proto::SELECT, layer, q, budget, r), r, sel);
+}
+
+int llmcache_kv_select_begin(llmcache_kv *kv, uint32_t layer, const float *q, uint32_t budget)
+{
+	proto::Reply r;
+	return begin(kv, proto::SELECT_BEGIN, layer, q, budget, r);
+}
+
+int llmcache_kv_select_end(llmcache_kv *kv, llmcache_kv_selection *sel)
+{
+	const proto::SessionRef s{kv->session};
+	proto::Reply r;
+	return selection(kv, call(kv, proto::SELECT_END, &s, sizeof(s), -1, r), r, sel);
+}
+
+int llmcache_kv_drop(llmcache_kv *kv)
+{
+	const proto::SessionRef s{kv->session};
+	proto::Reply r;
+	return call(kv, proto::DROP, &s, sizeof(s), -1, r);
+}
+
+void llmcache_kv_close(llmcache_kv *kv)
+{
+	if (!kv)
+		return;
+	if (kv->session) {
+		const proto::SessionRef s{kv->session};
+		proto::Reply r;
+		call(kv, proto::CLOSE, &s, sizeof(s), -1, r);
+	}
+	if (kv->shm)
+		munmap(kv->shm, kv->layout.size);
+	if (kv->memfd >= 0)
+		close(kv->memfd);
+	if (kv->sock >= 0)
+		close(kv->sock);
+	delete kv;
+}
+
+const char *llmcache_kv_error(const llmcache_kv *kv) { return kv ? kv->error.c_str() : "out of memory"; }
+
+int llmcache_kv_status(const char *socket_path, char *buf, uint32_t len)
+{
+	llmcache_kv kv;
+	int e = connect_to(&kv, socket_path);
+	proto::Reply r{};
+	if (e == 0)
+		e = call(&kv, proto::STATUS, nullptr, 0, -1, r);
+	if (kv.sock >= 0)
+		close(kv.sock);
+	if (len) {
+		const size_t n = std::min<size_t>(kv.error.size(), len - 1);
+		std::memcpy(buf, kv.error.data(), n);
+		buf[n] = 0;
+	}
+	return e < 0 ? e : (int)kv.error.size();
+}
+uint64_t llmcache_kv_session_id(const llmcache_kv *kv) { return kv->session; }
+
+} // extern "C"

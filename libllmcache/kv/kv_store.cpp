@@ -1,0 +1,404 @@
+// SPDX-License-Identifier: MIT
+#include "kv/kv_store.hpp"
+
+#include "kv/score_merge.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace llmcache::kv {
+
+int KvStore::set_error(int e, std::string msg)
+{
+	err_ = std::move(msg);
+	return e;
+}
+
+uint64_t KvStore::page_bytes() const { return geo_.k_payload(opt_.page_tokens) + opt_.page_tokens * geo_.row_bytes(); }
+
+int KvStore::open(const KvShape &shape, const KvOptions &opt, std::unique_ptr<KvStore> &out, std::string &err)
+{
+	if (!shape.layers || !shape.q_heads || !shape.kv_heads || !shape.head_dim || !shape.max_context ||
+	    shape.kv_heads > CSD_MAX_KV_HEADS || shape.q_heads > CSD_MAX_Q_HEADS || shape.head_dim > CSD_MAX_HEAD_DIM ||
+	    shape.q_heads % shape.kv_heads || shape.dtype > CSD_BF16) {
+		err = "invalid model shape: layers, heads, head dim and max context must be positive, query heads a "
+		      "multiple of KV heads (at most " + std::to_string(CSD_MAX_Q_HEADS) + "), head dim at most " +
+		      std::to_string(CSD_MAX_HEAD_DIM) + ", dtype fp32, fp16 or bf16";
+		return -EINVAL;
+	}
+	if (!opt.page_tokens || !opt.score_block || opt.score_block > CSD_MAX_BLOCK) {
+		err = "invalid KV options: page tokens and score block size must be positive (score block at most " +
+		      std::to_string(CSD_MAX_BLOCK) + ")";
+		return -EINVAL;
+	}
+	std::unique_ptr<KvStore> s(new KvStore());
+	s->shape_ = shape;
+	s->opt_ = opt;
+	s->geo_ = {shape.q_heads, shape.kv_heads, shape.head_dim, shape.dtype, opt.page_tokens};
+	s->pages_.resize(shape.layers);
+	s->tokens_.assign(shape.layers, 0);
+	if (!opt.device.empty()) {
+		const uint64_t payload = std::max(s->geo_.k_payload(opt.page_tokens), opt.page_tokens * s->geo_.row_bytes());
+		StorageConfig sc{opt.device, opt.device_offset, opt.device_capacity,
+				 (sizeof(SlabHeader) + payload + SLAB_ALIGN - 1) / SLAB_ALIGN * SLAB_ALIGN, opt.queue_depth,
+				 opt.io_uring};
+		if (int r = StoragePool::open(sc, s->pool_, err))
+			return r;
+		s->note_ = s->pool_->note();
+		csd::BackendConfig bc;
+		bc.name = opt.backend;
+		bc.geometry = s->geo_;
+		bc.pool = s->pool_.get();
+		bc.emulated = opt.emulated;
+		bc.xclbin = opt.xclbin;
+		std::string note;
+		if (int r = csd::make_backend(bc, s->backend_, err, note))
+			return r;
+		s->note_ += (s->note_.empty() || note.empty() ? "" : "; ") + note;
+	}
+	out = std::move(s);
+	return 0;
+}
+
+KvStore::~KvStore() = default;
+
+int KvStore::append(uint32_t layer, const void *k, const void *v)
+{
+	if (pending_.active)
+		return set_error(-EBUSY, "append while a select is pending: call select_end first");
+	if (layer >= shape_.layers)
+		return set_error(-EINVAL, "layer " + std::to_string(layer) + " out of range (the model has " +
+					     std::to_string(shape_.layers) + ")");
+	const uint32_t pos = tokens_[layer];
+	if (pos >= shape_.max_context)
+		return set_error(-ENOSPC, "layer " + std::to_string(layer) + " is at the session's max context of " +
+					     std::to_string(shape_.max_context) + " tokens");
+	const uint32_t P = opt_.page_tokens, dims = geo_.dims(), t = pos % P;
+	const uint64_t row = geo_.row_bytes();
+	auto &pages = pages_[layer];
+	if (t == 0) {
+		Page p;
+		p.k.reset(new uint8_t[geo_.k_payload(P)]);
+		p.v.reset(new uint8_t[P * row]);
+		auto mm = reinterpret_cast<float *>(p.k.get());
+		std::fill(mm, mm + dims, std::numeric_limits<float>::infinity());
+		std::fill(mm + dims, mm + 2 * dims, -std::numeric_limits<float>::infinity());
+		pages.push_back(std::move(p));
+		stats_.cpu_bytes += page_bytes();
+		stats_.cpu_pages++;
+	}
+	Page &p = pages.back();
+	uint8_t *keys = p.k.get() + 8ull * dims;
+	std::memcpy(keys + t * row, k, row);
+	std::memcpy(p.v.get() + t * row, v, row);
+	auto kmin = reinterpret_cast<float *>(p.k.get()), kmax = kmin + dims;
+	auto words = reinterpret_cast<const uint32_t *>(keys);
+	static const float *const half = csd_host_half_table();
+	for (uint32_t d = 0; d < dims; d++) {
+		const uint64_t i = (uint64_t)t * dims + d;
+		const float x = geo_.dtype == CSD_FP16 ? half[(uint16_t)(words[i >> 1] >> ((i & 1) * 16))]
+						       : csd_key(words, i, geo_.dtype);
+		kmin[d] = std::min(kmin[d], x);
+		kmax[d] = std::max(kmax[d], x);
+	}
+	p.n_tokens++;
+	tokens_[layer]++;
+	return stats_.cpu_bytes > opt_.cpu_budget ? spill() : 0;
+}
+
+// Spills whole pages until the CPU pool is at 7/8 of its budget (a batch per spill keeps the queue
+// full and the victim scan rare). Victims: full pages holding neither sink nor recent tokens, the
+// least often selected first, then the oldest.
+int KvStore::spill()
+{
+	const uint64_t over = stats_.cpu_bytes - opt_.cpu_budget;
+	if (!pool_)
+		return set_error(-ENOSPC, "the CPU KV pool is over its budget of " + std::to_string(opt_.cpu_budget) +
+					     " bytes by " + std::to_string(over) +
+					     " and no storage device is configured: the KV stays in memory; configure a KV "
+					     "device or raise the budget");
+	struct Victim {
+		uint32_t hits, layer, page;
+	};
+	std::vector<Victim> cand;
+	const uint32_t P = opt_.page_tokens;
+	for (uint32_t l = 0; l < shape_.layers; l++) {
+		const uint32_t n = tokens_[l], recent_from = n > opt_.recent_tokens ? n - opt_.recent_tokens : 0;
+		for (uint32_t pg = 0; pg < pages_[l].size(); pg++) {
+			const Page &p = pages_[l][pg];
+			if (p.k && p.n_tokens == P && pg * P >= opt_.sink_tokens && (pg + 1) * P <= recent_from)
+				cand.push_back({p.hits, l, pg});
+		}
+	}
+	const uint64_t target = opt_.cpu_budget - opt_.cpu_budget / 8, pb = page_bytes();
+	const size_t want = std::min<size_t>(cand.size(), (stats_.cpu_bytes - std::min(target, stats_.cpu_bytes) + pb - 1) / pb);
+	std::partial_sort(cand.begin(), cand.begin() + want, cand.end(), [](const Victim &a, const Victim &b) {
+		return a.hits != b.hits ? a.hits < b.hits : a.page != b.page ? a.page < b.page : a.layer < b.layer;
+	});
+	cand.resize(want);
+	std::vector<SlabWrite> w;
+	for (const Victim &c : cand) {
+		const Page &p = pages_[c.layer][c.page];
+		w.push_back({{pool_->pool_id(), c.layer, c.page, SlabKind::K}, P, p.k.get(), geo_.k_payload(P), nullptr, 0});
+		w.push_back({{pool_->pool_id(), c.layer, c.page, SlabKind::V}, P, p.v.get(), P * geo_.row_bytes(), nullptr, 0});
+	}
+	std::vector<int64_t> res;
+	std::string err;
+	int r = pool_->write(w, res, err);
+	stats_.spill_batches++;
+	for (size_t i = 0; i < cand.size(); i++) {
+		const int64_t ko = res[2 * i], vo = res[2 * i + 1];
+		if (ko < 0 || vo < 0) {
+			if (ko >= 0)
+				pool_->release(ko);
+			if (vo >= 0)
+				pool_->release(vo);
+			stats_.spill_failures++;
+			continue;
+		}
+		Page &p = pages_[cand[i].layer][cand[i].page];
+		p.k_off = ko;
+		p.v_off = vo;
+		p.k.reset();
+		p.v.reset();
+		stats_.cpu_bytes -= pb;
+		stats_.cpu_pages--;
+		stats_.spilled_pages++;
+	}
+	if (r < 0)
+		return set_error(r, err);
+	if (stats_.cpu_bytes > opt_.cpu_budget)
+		return set_error(-ENOSPC, "the CPU KV pool is over its budget of " + std::to_string(opt_.cpu_budget) +
+					     " bytes: every page left in memory holds sink or recent tokens; raise the "
+					     "budget or lower sink/recent tokens");
+	return 0;
+}
+
+bool KvStore::resident(uint32_t layer, uint32_t pos) const
+{
+	return layer < shape_.layers && pos < tokens_[layer] && pages_[layer][pos / opt_.page_tokens].k != nullptr;
+}
+
+int64_t KvStore::slab_offset(uint32_t layer, uint32_t pos, SlabKind kind) const
+{
+	if (layer >= shape_.layers || pos >= tokens_[layer])
+		return -1;
+	const Page &p = pages_[layer][pos / opt_.page_tokens];
+	return p.k ? -1 : kind == SlabKind::K ? p.k_off : p.v_off;
+}
+
+int KvStore::fetch(uint32_t layer, const std::vector<uint32_t> &pages,
+		   const std::function<void(uint32_t, SlabKind, const uint8_t *)> &fn)
+{
+	std::vector<SlabRead> reads;
+	for (uint32_t pg : pages) {
+		const Page &p = pages_[layer][pg];
+		reads.push_back({{pool_->pool_id(), layer, pg, SlabKind::K}, (uint64_t)p.k_off});
+		reads.push_back({{pool_->pool_id(), layer, pg, SlabKind::V}, (uint64_t)p.v_off});
+	}
+	std::string err;
+	int r = pool_->read(reads, [&](size_t i, const uint8_t *slab) {
+		fn(reads[i].id.page, reads[i].id.kind, slab + sizeof(SlabHeader));
+		return 0;
+	}, err);
+	stats_.fetched_pages += pages.size();
+	return r < 0 ? set_error(r, err) : 0;
+}
+
+int KvStore::read(uint32_t layer, uint32_t pos, void *k, void *v)
+{
+	if (layer >= shape_.layers || pos >= tokens_[layer])
+		return set_error(-EINVAL, "no token " + std::to_string(pos) + " in layer " + std::to_string(layer));
+	const uint32_t pg = pos / opt_.page_tokens, t = pos % opt_.page_tokens;
+	const uint64_t row = geo_.row_bytes(), keys_at = 8ull * geo_.dims();
+	const Page &p = pages_[layer][pg];
+	if (p.k) {
+		std::memcpy(k, p.k.get() + keys_at + t * row, row);
+		std::memcpy(v, p.v.get() + t * row, row);
+		return 0;
+	}
+	return fetch(layer, {pg}, [&](uint32_t, SlabKind kind, const uint8_t *payload) {
+		if (kind == SlabKind::K)
+			std::memcpy(k, payload + keys_at + t * row, row);
+		else
+			std::memcpy(v, payload + t * row, row);
+	});
+}
+
+int KvStore::select(uint32_t layer, const float *q, uint32_t budget, KvSelection &out)
+{
+	const int r = select_begin(layer, q, budget);
+	return r < 0 ? (out = {}, r) : select_end(out);
+}
+
+int KvStore::select_begin(uint32_t layer, const float *q, uint32_t budget)
+{
+	if (pending_.active)
+		return set_error(-EBUSY, "a select is already pending: finish it with select_end first");
+	if (layer >= shape_.layers)
+		return set_error(-EINVAL, "layer " + std::to_string(layer) + " out of range");
+	Pending &pd = pending_;
+	pd = {};
+	pd.layer = layer;
+	pd.n = tokens_[layer];
+	pd.sink = std::min(opt_.sink_tokens, pd.n);
+	pd.recent_from = std::max(pd.sink, pd.n > opt_.recent_tokens ? pd.n - opt_.recent_tokens : 0);
+	const uint32_t kept = pd.sink + (pd.n - pd.recent_from);
+	pd.k = budget > kept ? budget - kept : 0;
+	pd.q.assign(q, q + (size_t)shape_.q_heads * shape_.head_dim);
+	if (pd.k > 0) {
+		csd::ScoreJob job;
+		job.q = pd.q.data();
+		job.layer = layer;
+		job.block_tokens = opt_.score_block;
+		job.estimator = opt_.estimator;
+		const uint32_t P = opt_.page_tokens;
+		for (uint32_t pg = 0; pg < pages_[layer].size(); pg++)
+			if (!pages_[layer][pg].k && pd.scored(pg, P))
+				job.pages.push_back({pg, pg * P, pages_[layer][pg].n_tokens, (uint64_t)pages_[layer][pg].k_off});
+		pd.submitted = std::chrono::steady_clock::now();
+		if (!job.pages.empty() && backend_->submit(job) < 0)
+			return set_error(-EIO, std::string("cannot start the ") + backend_->name() + " backend");
+		pd.storage_pages = job.pages.size();
+		for (const auto &pr : job.pages)
+			stats_.scored_storage += pr.n_tokens;
+	}
+	pd.active = true;
+	stats_.selects++;
+	return 0;
+}
+
+int KvStore::select_end(KvSelection &out)
+{
+	out = {};
+	if (!pending_.active)
+		return set_error(-EINVAL, "no select pending: call select_begin first");
+	Pending &pd = pending_;
+	pd.active = false;
+	const uint32_t layer = pd.layer, P = opt_.page_tokens;
+	ScoreMerge merge(pd.k, pd.sink, pd.recent_from);
+	auto add = [&](const csd_score *s, size_t cnt) { merge.add(s, cnt); };
+	if (pd.k > 0) {
+		using Clock = std::chrono::steady_clock;
+		auto ns = [](Clock::time_point a, Clock::time_point b) {
+			return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count();
+		};
+		// The CPU pool is scored here, while the backend scores the spilled pages.
+		const auto t0 = Clock::now();
+		for (uint32_t pg = 0; pg < pages_[layer].size() && pg * P < pd.n; pg++) {
+			const Page &p = pages_[layer][pg];
+			if (p.k && pd.scored(pg, P)) {
+				csd::score_page(geo_, opt_.estimator, pd.q.data(), p.k.get(), pg * P, std::min(p.n_tokens, pd.n - pg * P),
+						opt_.score_block, add);
+				stats_.scored_cpu += p.n_tokens;
+			}
+		}
+		stats_.cpu_score_ns += ns(t0, Clock::now());
+		if (pd.storage_pages) {
+			std::string err;
+			if (int r = backend_->wait(add, err))
+				return set_error(r, err);
+			stats_.storage_score_ns += ns(pd.submitted, Clock::now());
+		}
+	}
+	out.positions = merge.select(pd.n);
+	const uint64_t row = geo_.row_bytes(), keys_at = 8ull * geo_.dims();
+	out.k.resize(out.positions.size() * row);
+	out.v.resize(out.positions.size() * row);
+	std::vector<uint32_t> need; // spilled pages holding selected tokens
+	uint32_t last_hit = UINT32_MAX;
+	for (size_t i = 0; i < out.positions.size(); i++) {
+		const uint32_t pos = out.positions[i], pg = pos / P, t = pos % P;
+		Page &p = pages_[layer][pg];
+		if (pos >= pd.sink && pos < pd.recent_from && pg != last_hit) // one hit per page and select
+			p.hits++, last_hit = pg;
+		if (p.k) {
+			std::memcpy(&out.k[i * row], p.k.get() + keys_at + t * row, row);
+			std::memcpy(&out.v[i * row], p.v.get() + t * row, row);
+		} else if (need.empty() || need.back() != pg) {
+			need.push_back(pg);
+		}
+	}
+	if (need.empty())
+		return 0;
+	// Pool update (HillInfer's bidirectional pools): a fetched page comes back to memory if there is
+	// room, or if a resident page of the layer that could be spilled in its place was selected at
+	// least PROMOTE_MARGIN selects fewer (each such page is paired with one promotion, most selected
+	// first, so spill() then evicts exactly those and nothing ping-pongs).
+	std::vector<uint32_t> low; // hits of the layer's evictable resident pages, ascending
+	for (uint32_t pg = 0; pg < pages_[layer].size(); pg++) {
+		const Page &p = pages_[layer][pg];
+		if (p.k && p.n_tokens == P && pg * P >= opt_.sink_tokens && (pg + 1) * P <= pd.recent_from)
+			low.push_back(p.hits);
+	}
+	std::sort(low.begin(), low.end());
+	std::vector<uint32_t> order(need);
+	std::stable_sort(order.begin(), order.end(),
+			 [&](uint32_t a, uint32_t b) { return pages_[layer][a].hits > pages_[layer][b].hits; });
+	uint64_t room = stats_.cpu_bytes < opt_.cpu_budget ? (opt_.cpu_budget - stats_.cpu_bytes) / page_bytes() : 0;
+	std::vector<uint32_t> promoted; // ascending page numbers
+	for (size_t i = 0, v = 0; pool_ && i < order.size(); i++) {
+		const uint32_t h = pages_[layer][order[i]].hits;
+		if (room)
+			room--;
+		else if (v < low.size() && low[v] + PROMOTE_MARGIN <= h)
+			v++;
+		else
+			continue;
+		promoted.push_back(order[i]);
+	}
+	std::sort(promoted.begin(), promoted.end());
+	auto promote = [&](uint32_t pg) { return std::binary_search(promoted.begin(), promoted.end(), pg); };
+	std::vector<Page> incoming(need.size());
+	int r = fetch(layer, need, [&](uint32_t pg, SlabKind kind, const uint8_t *payload) {
+		auto it = std::lower_bound(out.positions.begin(), out.positions.end(), pg * P);
+		for (; it != out.positions.end() && *it < (pg + 1) * P; ++it) {
+			const size_t i = it - out.positions.begin(), t = *it % P;
+			if (kind == SlabKind::K)
+				std::memcpy(&out.k[i * row], payload + keys_at + t * row, row);
+			else
+				std::memcpy(&out.v[i * row], payload + t * row, row);
+		}
+		if (!promote(pg))
+			return;
+		Page &in = incoming[std::lower_bound(need.begin(), need.end(), pg) - need.begin()];
+		const size_t len = kind == SlabKind::K ? geo_.k_payload(P) : P * row;
+		auto &buf = kind == SlabKind::K ? in.k : in.v;
+		buf.reset(new uint8_t[len]);
+		std::memcpy(buf.get(), payload, len);
+	});
+	if (r < 0) {
+		out = {};
+		return r;
+	}
+	for (size_t i = 0; i < need.size(); i++) {
+		if (!incoming[i].k || !incoming[i].v)
+			continue;
+		Page &p = pages_[layer][need[i]];
+		pool_->release((uint64_t)p.k_off);
+		pool_->release((uint64_t)p.v_off);
+		p.k = std::move(incoming[i].k);
+		p.v = std::move(incoming[i].v);
+		p.k_off = p.v_off = -1;
+		stats_.cpu_bytes += page_bytes();
+		stats_.cpu_pages++;
+		stats_.spilled_pages--;
+		stats_.promoted_pages++;
+	}
+	if (stats_.cpu_bytes > opt_.cpu_budget)
+		spill(); // a failure keeps the pages in memory; it is counted and the next append reports it
+	return 0;
+}
+
+KvStats KvStore::stats() const
+{
+	KvStats s = stats_;
+	if (pool_)
+		s.storage = pool_->stats();
+	return s;
+}
+
+} // namespace llmcache::kv

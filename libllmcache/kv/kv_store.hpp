@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The KV store of one session: the CPU pool (pages of tokens in memory, within a byte budget) and the
+ * storage pool (pages spilled as K and V slabs, storage_pool.hpp), with HillInfer's hierarchical
+ * importance evaluation on top (Sec. 3.2, Alg. 1):
+ *  - append: a token's K and V for one layer land in the layer's current page in memory; when the CPU
+ *    pool goes over budget, whole pages are spilled in one batch down to 7/8 of the budget. Pages that
+ *    hold sink tokens or recent tokens never leave memory; among the others the least often selected
+ *    (hit count) and then the oldest go first. A page that cannot be written stays in memory: nothing
+ *    the CPU pool holds is ever dropped.
+ *  - select: the storage backend scores the spilled pages (in the device for emulated/xrt, on the host
+ *    for none) while this thread scores the resident ones with the same kernel; Score Blocks from
+ *    both are merged incrementally (score_merge.hpp); the result is sink + recent + the top-k of the
+ *    rest within the token budget, and only the spilled pages holding selected tokens are fetched.
+ * One KvStore serves one session from one thread.
+ */
+#pragma once
+#include "csd/backend.hpp"
+#include "kv/storage_pool.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace llmcache::kv {
+
+struct KvShape {
+	uint32_t layers = 0, q_heads = 0, kv_heads = 0, head_dim = 0;
+	uint32_t dtype = CSD_FP16; // csd_dtype
+	uint32_t max_context = 0;
+};
+
+struct KvOptions {
+	uint64_t cpu_budget = 256ull << 20; // bytes of KV pages kept in memory
+	std::string device;		    // storage pool: block device or file; empty = memory only
+	uint64_t device_offset = 0;	    // first byte of the device to use (multiple of 4096)
+	uint64_t device_capacity = 0;	    // bytes of the device to use; 0 = all
+	uint32_t page_tokens = 32, sink_tokens = 4, recent_tokens = 64, score_block = 64;
+	unsigned queue_depth = 32;
+	bool io_uring = true; // false: synchronous pread/pwrite
+	csd::Estimator estimator = csd::Estimator::Exact;
+	std::string backend = "none"; // none, emulated, xrt
+	csd::EmulatedConfig emulated;
+	std::string xclbin;
+};
+
+struct KvSelection {
+	std::vector<uint32_t> positions; // ascending
+	std::vector<uint8_t> k, v;	 // the selected rows, in positions order
+};
+
+struct KvStats {
+	uint64_t cpu_bytes = 0, cpu_pages = 0, spilled_pages = 0, spill_batches = 0, spill_failures = 0;
+	uint64_t fetched_pages = 0, promoted_pages = 0, selects = 0, scored_cpu = 0, scored_storage = 0;
+	// Scoring throughput measured online (HillInfer's f_c and f_s): tokens scored and the time taken by
+	// the CPU pool, and by the backend from submit to its last Score Block. beta() = f_c / f_s is the
+	// CPU:storage capacity ratio at which both finish together (HillInfer Eq. 1).
+	uint64_t cpu_score_ns = 0, storage_score_ns = 0;
+	double beta() const
+	{
+		return cpu_score_ns && storage_score_ns && scored_storage
+			       ? ((double)scored_cpu / cpu_score_ns) / ((double)scored_storage / storage_score_ns)
+			       : 0.0;
+	}
+	StorageStats storage;
+};
+
+class KvStore {
+public:
+	static int open(const KvShape &shape, const KvOptions &opt, std::unique_ptr<KvStore> &out, std::string &err);
+	~KvStore();
+
+	// Appends the next token's K and V (kv_heads * head_dim elements of the dtype each) to a layer.
+	// The token is stored even when spilling fails; the return value then says why (-ENOSPC, -EIO).
+	int append(uint32_t layer, const void *k, const void *v);
+	// Selects at most max(budget, sink + recent) tokens of a layer for query q (q_heads * head_dim
+	// floats) and gathers their K and V. Often-selected spilled pages come back to memory, and the
+	// least selected are spilled if the budget requires it.
+	int select(uint32_t layer, const float *q, uint32_t budget, KvSelection &out);
+	// The same in two halves, so that the storage backend scores layer i+1 while the engine computes
+	// layer i: begin submits the spilled pages to the backend and returns; end scores the CPU pool,
+	// merges, fetches. One select may be pending; appends wait until it ends (-EBUSY).
+	int select_begin(uint32_t layer, const float *q, uint32_t budget);
+	int select_end(KvSelection &out);
+	// Copies one token's K and V out, from memory or from the storage pool.
+	int read(uint32_t layer, uint32_t pos, void *k, void *v);
+
+	uint32_t tokens(uint32_t layer) const { return layer < tokens_.size() ? tokens_[layer] : 0; }
+	bool resident(uint32_t layer, uint32_t pos) const;
+	// Byte offset on the device of the slab holding a spilled token's K or V; -1 if it is in memory.
+	int64_t slab_offset(uint32_t layer, uint32_t pos, SlabKind kind) const;
+	const std::string &error() const { return err_; }
+	const char *backend_name() const { return backend_ ? backend_->name() : "none"; }
+	const std::string &backend_note() const { return note_; } // fallbacks taken at open, one line
+	KvStats stats() const;
+	uint64_t row_bytes() const { return geo_.row_bytes(); }
+
+private:
+	struct Page {
+		std::unique_ptr<uint8_t[]> k, v; // k: kmin, kmax, keys (the K slab payload); null when spilled
+		uint32_t n_tokens = 0, hits = 0;
+		int64_t k_off = -1, v_off = -1;
+	};
+	struct Pending {
+		bool active = false;
+		uint32_t layer = 0, n = 0, sink = 0, recent_from = 0;
+		size_t k = 0, storage_pages = 0;
+		std::vector<float> q;
+		std::chrono::steady_clock::time_point submitted;
+		// Pages wholly inside the always-kept ranges need no score.
+		bool scored(uint32_t pg, uint32_t P) const { return (pg + 1) * P > sink && pg * P < recent_from; }
+	};
+	static constexpr uint32_t PROMOTE_MARGIN = 2;
+	KvStore() = default;
+	int set_error(int e, std::string msg);
+	int spill();
+	int fetch(uint32_t layer, const std::vector<uint32_t> &pages,
+		  const std::function<void(uint32_t page, SlabKind kind, const uint8_t *payload)> &fn);
+	uint64_t page_bytes() const;
+
+	KvShape shape_;
+	KvOptions opt_;
+	csd::KvGeometry geo_{};
+	std::vector<std::vector<Page>> pages_;
+	std::vector<uint32_t> tokens_;
+	std::unique_ptr<StoragePool> pool_;
+	std::unique_ptr<csd::Backend> backend_;
+	std::string err_, note_;
+	KvStats stats_;
+	Pending pending_;
+};
+
+} // namespace llmcache::kv

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: MIT
+#include "kv/protocol.hpp"
+
+#include "csd/kernels/kernel_common.h"
+
+#include <cerrno>
+#include <cstring>
+
+namespace llmcache::kv::proto {
+
+size_t payload_size(uint16_t type)
+{
+	switch (type) {
+	case OPEN:
+		return sizeof(Open);
+	case APPEND:
+		return sizeof(Append);
+	case SELECT:
+	case SELECT_BEGIN:
+		return sizeof(Select);
+	case DROP:
+	case CLOSE:
+	case SELECT_END:
+		return sizeof(SessionRef);
+	case STATUS:
+		return 0;
+	default:
+		return SIZE_MAX;
+	}
+}
+
+int parse(const uint8_t *buf, size_t len, Header &h, std::string &err)
+{
+	auto bad = [&](size_t off, const std::string &what) {
+		err = "malformed message at byte " + std::to_string(off) + ": " + what;
+		return -EBADMSG;
+	};
+	if (len < sizeof(Header))
+		return bad(len, "truncated header (" + std::to_string(len) + " of 16 bytes)");
+	std::memcpy(&h, buf, sizeof(h));
+	if (h.magic != MAGIC)
+		return bad(0, "bad magic");
+	if (h.version != VERSION)
+		return bad(4, "protocol version " + std::to_string(h.version) + ", this daemon speaks " +
+				      std::to_string(VERSION));
+	const size_t want = payload_size(h.type);
+	if (want == SIZE_MAX)
+		return bad(6, "unknown message type " + std::to_string(h.type));
+	if (h.length != want)
+		return bad(8, "payload length " + std::to_string(h.length) + " for a message that has " +
+				      std::to_string(want));
+	if (len != sizeof(Header) + want)
+		return bad(std::min(len, sizeof(Header) + want),
+			   "packet of " + std::to_string(len) + " bytes, header says " + std::to_string(sizeof(Header) + want));
+	return 0;
+}
+
+bool ShmLayout::of(const Open &o, ShmLayout &l)
+{
+	constexpr uint64_t LIMIT = 1ull << 40;
+	const uint64_t row = (uint64_t)o.kv_heads * o.head_dim * (o.dtype == CSD_FP32 ? 4 : 2);
+	const uint64_t q = (uint64_t)o.q_heads * o.head_dim * 4;
+	if (row == 0 || row > LIMIT / 4 || (uint64_t)o.append_batch * row > LIMIT / 4 ||
+	    (uint64_t)o.max_budget * row > LIMIT / 4)
+		return false;
+	auto align = [](uint64_t x) { return (x + 63) & ~63ull; };
+	l.in_k = 0;
+	l.in_v = align(l.in_k + o.append_batch * row);
+	l.q = align(l.in_v + o.append_batch * row);
+	l.positions = align(l.q + q);
+	l.out_k = align(l.positions + 4ull * o.max_budget);
+	l.out_v = align(l.out_k + o.max_budget * row);
+	l.size = (l.out_v + o.max_budget * row + 4095) & ~4095ull;
+	return true;
+}
+
+} // namespace llmcache::kv::proto

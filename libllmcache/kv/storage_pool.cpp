@@ -1,0 +1,275 @@
+// SPDX-License-Identifier: MIT
+#include "kv/storage_pool.hpp"
+
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <random>
+
+namespace llmcache::kv {
+
+static std::string errstr(int e) { return std::strerror(e < 0 ? -e : e); }
+
+namespace {
+// Adds the lifetime of the object to a nanosecond counter.
+struct Timer {
+	uint64_t &ns;
+	std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+	~Timer() { ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count(); }
+};
+} // namespace
+
+int StoragePool::open(const StorageConfig &cfg, std::unique_ptr<StoragePool> &out, std::string &err)
+{
+	if (cfg.slab_bytes == 0 || cfg.slab_bytes % SLAB_ALIGN || cfg.slab_bytes > (1u << 30) || cfg.offset % SLAB_ALIGN ||
+	    cfg.queue_depth == 0 || cfg.queue_depth > 4096) {
+		err = "storage pool: slab size (a page of K or V) must be a multiple of 4096 up to 1 GiB, the offset a "
+		      "multiple of 4096 and the queue depth 1-4096: use fewer tokens per page";
+		return -EINVAL;
+	}
+	std::unique_ptr<StoragePool> p(new StoragePool());
+	p->cfg_ = cfg;
+	p->fd_ = ::open(cfg.path.c_str(), O_RDWR | O_DIRECT | O_CLOEXEC);
+	if (p->fd_ < 0) {
+		const int e = errno;
+		if (e == ENOENT)
+			err = "storage device " + cfg.path +
+			      " does not exist: create it (truncate -s 8G FILE, or losetup) or point the KV device at an "
+			      "existing block device";
+		else if (e == EINVAL)
+			err = "cannot open " + cfg.path + " with O_DIRECT: its file system does not support direct I/O "
+			      "(tmpfs?); put the file on ext4/xfs or use a block device";
+		else
+			err = "cannot open storage device " + cfg.path + ": " + errstr(e);
+		return -e;
+	}
+	struct stat st;
+	uint64_t size = 0;
+	if (fstat(p->fd_, &st) < 0)
+		return err = "cannot stat " + cfg.path + ": " + errstr(errno), -errno;
+	if (S_ISBLK(st.st_mode)) {
+		if (ioctl(p->fd_, BLKGETSIZE64, &size) < 0)
+			return err = "cannot read the size of " + cfg.path + ": " + errstr(errno), -errno;
+	} else if (S_ISREG(st.st_mode)) {
+		size = st.st_size;
+	} else {
+		err = cfg.path + " is neither a block device nor a regular file";
+		return -ENODEV;
+	}
+	size = size > cfg.offset ? size - cfg.offset : 0;
+	if (cfg.capacity && cfg.capacity < size)
+		size = cfg.capacity;
+	p->slots_ = size / cfg.slab_bytes;
+	if (p->slots_ < 2) {
+		err = "storage device " + cfg.path + " holds " + std::to_string(size) + " bytes, less than two slabs of " +
+		      std::to_string(cfg.slab_bytes) + ": give it more space";
+		return -ENOSPC;
+	}
+	for (uint64_t s = p->slots_; s-- > 0;)
+		p->free_.push_back(s);
+	std::random_device rd;
+	p->pool_id_ = ((uint64_t)rd() << 32) ^ rd() ^ (uint64_t)getpid() << 16;
+
+	p->bufs_len_ = cfg.slab_bytes * cfg.queue_depth;
+	void *b = mmap(nullptr, p->bufs_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (b == MAP_FAILED)
+		return err = "cannot allocate " + std::to_string(p->bufs_len_) + " bytes of I/O buffers", -ENOMEM;
+	p->bufs_ = static_cast<uint8_t *>(b);
+	int r = cfg.use_io_uring ? p->ring_.init(cfg.queue_depth) : -EPERM;
+	std::vector<iovec> iov(cfg.queue_depth);
+	for (unsigned i = 0; i < cfg.queue_depth; i++)
+		iov[i] = {p->bufs_ + (size_t)i * cfg.slab_bytes, cfg.slab_bytes};
+	const char *step = "set up io_uring";
+	if (r == 0 && (r = p->ring_.register_buffers(iov.data(), cfg.queue_depth)) < 0)
+		step = "register the I/O buffers with io_uring (RLIMIT_MEMLOCK too low?)";
+	else if (r == 0 && (r = p->ring_.register_file(p->fd_)) < 0)
+		step = "register the device with io_uring";
+	if (r < 0) {
+		// Containers often forbid io_uring (seccomp, kernel.io_uring_disabled): stay correct, slower.
+		p->sync_ = true;
+		p->note_ = cfg.use_io_uring ? std::string("cannot ") + step + ": " + errstr(r) +
+						      "; the storage pool uses synchronous pread/pwrite"
+					    : "io_uring off by configuration: the storage pool uses synchronous pread/pwrite";
+	}
+	out = std::move(p);
+	return 0;
+}
+
+StoragePool::~StoragePool()
+{
+	if (bufs_)
+		munmap(bufs_, bufs_len_);
+	if (fd_ >= 0)
+		close(fd_);
+}
+
+void StoragePool::release(uint64_t offset) { free_.push_back((offset - cfg_.offset) / cfg_.slab_bytes); }
+
+// Keeps up to queue_depth requests in flight, one registered buffer each, until all n are done.
+int StoragePool::run(size_t n, const Prep &prep, const Done &done)
+{
+	if (sync_) {
+		int first = 0;
+		for (size_t i = 0; i < n; i++) {
+			io_uring_sqe sqe{};
+			prep(i, 0, &sqe);
+			void *buf = reinterpret_cast<void *>((uintptr_t)sqe.addr);
+			const ssize_t r = sqe.opcode == IORING_OP_WRITE_FIXED ? pwrite(fd_, buf, sqe.len, (off_t)sqe.off)
+									   : pread(fd_, buf, sqe.len, (off_t)sqe.off);
+			const int e = done(i, 0, r < 0 ? -errno : (int)r);
+			if (e < 0 && !first)
+				first = e;
+		}
+		return first;
+	}
+	std::vector<unsigned> idle;
+	for (unsigned b = cfg_.queue_depth; b-- > 0;)
+		idle.push_back(b);
+	std::vector<size_t> item_of(cfg_.queue_depth);
+	size_t next = 0, inflight = 0;
+	int first = 0;
+	while (next < n || inflight) {
+		unsigned queued = 0;
+		while (next < n && !idle.empty()) {
+			io_uring_sqe *sqe = ring_.get_sqe();
+			if (!sqe)
+				break;
+			const unsigned b = idle.back();
+			idle.pop_back();
+			item_of[b] = next;
+			prep(next++, b, sqe);
+			sqe->flags |= IOSQE_FIXED_FILE;
+			sqe->user_data = b;
+			queued++;
+		}
+		inflight += queued;
+		int r = ring_.submit(inflight ? 1 : 0);
+		if (r < 0)
+			return r; // the ring is unusable; nothing was acknowledged as stored
+		io_uring_cqe cqe;
+		while (ring_.pop(cqe)) {
+			const unsigned b = (unsigned)cqe.user_data;
+			inflight--;
+			idle.push_back(b);
+			int e = done(item_of[b], b, cqe.res);
+			if (e < 0 && !first)
+				first = e;
+		}
+	}
+	return first;
+}
+
+int StoragePool::write(std::span<const SlabWrite> slabs, std::vector<int64_t> &result, std::string &err)
+{
+	Timer timer{stats_.write_ns};
+	result.assign(slabs.size(), -ENOSPC);
+	const uint64_t sb = cfg_.slab_bytes;
+	int first = 0;
+	auto fail = [&](size_t i, int e, const std::string &msg) {
+		result[i] = e;
+		stats_.errors++;
+		if (!first)
+			first = e, err = msg;
+	};
+	std::vector<size_t> todo;
+	for (size_t i = 0; i < slabs.size(); i++) {
+		if (sizeof(SlabHeader) + slabs[i].a_len + slabs[i].b_len > sb) {
+			fail(i, -EINVAL, "slab payload larger than the slab size");
+			continue;
+		}
+		if (free_.empty()) {
+			fail(i, -ENOSPC, "storage pool " + cfg_.path + " is full (" + std::to_string(slots_) + " slabs of " +
+						 std::to_string(sb) + " bytes): the KV stays in memory; give the pool a larger "
+						 "device or raise the CPU budget");
+			continue;
+		}
+		result[i] = (int64_t)(cfg_.offset + free_.back() * sb);
+		free_.pop_back();
+		todo.push_back(i);
+	}
+	int r = run(
+		todo.size(),
+		[&](size_t k, unsigned b, io_uring_sqe *sqe) {
+			const SlabWrite &w = slabs[todo[k]];
+			uint8_t *buf = bufs_ + (size_t)b * sb, *p = buf + sizeof(SlabHeader);
+			std::memcpy(p, w.a, w.a_len);
+			if (w.b_len)
+				std::memcpy(p + w.a_len, w.b, w.b_len);
+			const size_t used = sizeof(SlabHeader) + w.a_len + w.b_len;
+			std::memset(buf + used, 0, sb - used);
+			slab_seal(buf, w.id, w.n_tokens, (uint32_t)(w.a_len + w.b_len), ++seq_);
+			io_uring_prep_write_fixed(sqe, 0, buf, (unsigned)sb, (uint64_t)result[todo[k]], (int)b);
+		},
+		[&](size_t k, unsigned, int res) {
+			const size_t i = todo[k];
+			if (res == (int)sb) {
+				stats_.slabs_written++;
+				stats_.bytes_written += sb;
+				return 0;
+			}
+			const int e = res < 0 ? res : -EIO;
+			const uint64_t off = (uint64_t)result[i];
+			release(off);
+			fail(i, e,
+			     "cannot write a KV slab to " + cfg_.path + " at byte offset " + std::to_string(off) + ": " +
+				     (res < 0 ? errstr(res) : "short write of " + std::to_string(res) + " bytes") +
+				     "; the KV stays in memory");
+			return e;
+		});
+	if (r < 0 && !first) {
+		first = r;
+		err = "io_uring submission to " + cfg_.path + " failed: " + errstr(r);
+	}
+	return first;
+}
+
+int StoragePool::read(std::span<const SlabRead> slabs, const std::function<int(size_t, const uint8_t *)> &fn,
+		      std::string &err)
+{
+	Timer timer{stats_.read_ns};
+	const uint64_t sb = cfg_.slab_bytes;
+	int first = 0;
+	int r = run(
+		slabs.size(),
+		[&](size_t i, unsigned b, io_uring_sqe *sqe) {
+			io_uring_prep_read_fixed(sqe, 0, bufs_ + (size_t)b * sb, (unsigned)sb, slabs[i].offset, (int)b);
+		},
+		[&](size_t i, unsigned b, int res) {
+			std::string msg;
+			int e = 0;
+			if (res != (int)sb) {
+				e = res < 0 ? res : -EIO;
+				msg = "cannot read the KV slab at byte offset " + std::to_string(slabs[i].offset) + " of " +
+				      cfg_.path + ": " + (res < 0 ? errstr(res) : "short read of " + std::to_string(res) + " bytes");
+			} else if ((e = slab_verify(bufs_ + (size_t)b * sb, sb, slabs[i].id, slabs[i].offset, cfg_.path, msg)) ==
+				   0) {
+				stats_.slabs_read++;
+				stats_.bytes_read += sb;
+				if (first)
+					return 0;
+				e = fn(i, bufs_ + (size_t)b * sb);
+				if (e < 0)
+					msg = "KV slab consumer failed: " + errstr(e);
+			}
+			if (e < 0) {
+				stats_.errors++;
+				if (!first)
+					first = e, err = msg;
+			}
+			return e;
+		});
+	if (r < 0 && !first) {
+		first = r;
+		err = "io_uring submission to " + cfg_.path + " failed: " + errstr(r);
+	}
+	return first;
+}
+
+} // namespace llmcache::kv

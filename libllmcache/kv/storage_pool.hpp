@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The storage pool: spilled KV slabs on a block-device node (a SmartSSD's NVMe namespace, any
+ * /dev/nvme*, /dev/loop*) or a regular file, read and written with io_uring and O_DIRECT through
+ * registered buffers, up to queue_depth requests in flight so the device stays busy. Slots of
+ * slab_bytes are handed out from a free list; a write that fails (device full, I/O error) gives its
+ * slot back and reports, so the caller keeps the data it still holds. Every read is verified
+ * (slab.hpp) before the caller sees it.
+ */
+#pragma once
+#include "kv/slab.hpp"
+#include "kv/uring.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace llmcache::kv {
+
+struct StorageConfig {
+	std::string path;
+	uint64_t offset = 0;	 // first byte of the device this pool uses (a multiple of 4096)
+	uint64_t capacity = 0;	 // bytes of the device to use from offset; 0 = all the rest
+	uint64_t slab_bytes = 0; // multiple of SLAB_ALIGN
+	unsigned queue_depth = 32;
+	bool use_io_uring = true; // false: synchronous pread/pwrite (also the fallback when io_uring is refused)
+};
+
+// One slab to write: its identity and its payload as up to two pieces laid end to end.
+struct SlabWrite {
+	SlabId id;
+	uint32_t n_tokens;
+	const void *a;
+	size_t a_len;
+	const void *b;
+	size_t b_len;
+};
+
+struct SlabRead {
+	SlabId id;
+	uint64_t offset;
+};
+
+struct StorageStats {
+	uint64_t slabs_written = 0, slabs_read = 0, bytes_written = 0, bytes_read = 0, errors = 0;
+	uint64_t write_ns = 0, read_ns = 0; // wall time inside write() and read(): I/O plus checksums
+};
+
+class StoragePool {
+public:
+	static int open(const StorageConfig &cfg, std::unique_ptr<StoragePool> &out, std::string &err);
+	~StoragePool();
+
+	// Writes every slab. result[i] is the slab's byte offset, or -errno if that slab was not stored
+	// (its slot is free again). Returns 0 if all were stored, else the first error (message in err).
+	int write(std::span<const SlabWrite> slabs, std::vector<int64_t> &result, std::string &err);
+	// Reads and verifies the slabs; fn(i, slab) sees each intact slab (header + payload) in completion
+	// order. Returns 0, the first error of a read or a verification (-EBADMSG), or fn's error.
+	int read(std::span<const SlabRead> slabs, const std::function<int(size_t, const uint8_t *)> &fn,
+		 std::string &err);
+	void release(uint64_t offset);
+
+	const std::string &path() const { return cfg_.path; }
+	uint64_t slab_bytes() const { return cfg_.slab_bytes; }
+	uint64_t slots() const { return slots_; }
+	uint64_t slots_free() const { return free_.size(); }
+	uint64_t pool_id() const { return pool_id_; }
+	const StorageStats &stats() const { return stats_; }
+	const std::string &note() const { return note_; } // why the pool runs without io_uring, if it does
+
+private:
+	StoragePool() = default;
+	using Prep = std::function<void(size_t item, unsigned buf, io_uring_sqe *)>;
+	using Done = std::function<int(size_t item, unsigned buf, int res)>;
+	int run(size_t n, const Prep &prep, const Done &done);
+
+	StorageConfig cfg_;
+	int fd_ = -1;
+	uint64_t slots_ = 0, pool_id_ = 0, seq_ = 0;
+	std::vector<uint64_t> free_; // free slot indices, lowest last
+	uint8_t *bufs_ = nullptr;
+	size_t bufs_len_ = 0;
+	Uring ring_;
+	bool sync_ = false;
+	std::string note_;
+	StorageStats stats_;
+};
+
+} // namespace llmcache::kv

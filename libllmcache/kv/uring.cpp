@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: MIT
+#include "kv/uring.hpp"
+
+namespace llmcache::kv {
+
+Uring::~Uring()
+{
+	if (ready_)
+		io_uring_queue_exit(&ring_);
+}
+
+int Uring::init(unsigned entries)
+{
+	int r = io_uring_queue_init(entries, &ring_, 0);
+	ready_ = r == 0;
+	return r;
+}
+
+int Uring::register_buffers(const iovec *iov, unsigned n)
+{
+	return io_uring_register_buffers(&ring_, iov, n);
+}
+
+int Uring::register_file(int fd)
+{
+	return io_uring_register_files(&ring_, &fd, 1);
+}
+
+io_uring_sqe *Uring::get_sqe()
+{
+	return io_uring_get_sqe(&ring_);
+}
+
+int Uring::submit(unsigned wait_nr)
+{
+	int r = io_uring_submit_and_wait(&ring_, wait_nr);
+	return r < 0 ? r : 0;
+}
+
+bool Uring::pop(io_uring_cqe &out)
+{
+	io_uring_cqe *cqe = nullptr;
+	if (io_uring_peek_cqe(&ring_, &cqe) != 0 || !cqe)
+		return false;
+	out = *cqe;
+	io_uring_cqe_seen(&ring_, cqe);
+	return true;
+}
+
+} // namespace llmcache::kv

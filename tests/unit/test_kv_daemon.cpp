@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: MIT
+// llmcached as a process: started with a config file, served through the C API, stopped by SIGTERM
+// (exit 0, socket removed), killed with SIGKILL in the middle of spilling and restarted (the client
+// gets an error, the new daemon replaces the stale socket and serves exactly what it is given), and
+// refused with a clear message on a bad option or a missing device.
+#include "cmocka_cpp.hpp"
+
+#include "kv/llmcache_kv.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <thread>
+
+namespace {
+
+std::string g_bin, g_dir;
+std::vector<pid_t> g_pids; // daemons started, killed at teardown if a failed test left one running
+
+std::string daemon_path()
+{
+	char self[4096];
+	const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	std::string p(self, n > 0 ? (size_t)n : 0);
+	return p.substr(0, p.rfind('/')) + "/../bin/llmcached";
+}
+
+// Starts llmcached with args; stderr goes to g_dir/log. Returns the pid.
+pid_t start(const std::vector<std::string> &args)
+{
+	const pid_t pid = fork();
+	if (pid == 0) {
+		const int fd = open((g_dir + "/log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+		dup2(fd, 2);
+		std::vector<char *> argv{const_cast<char *>(g_bin.c_str())};
+		for (const auto &a : args)
+			argv.push_back(const_cast<char *>(a.c_str()));
+		argv.push_back(nullptr);
+		execv(g_bin.c_str(), argv.data());
+		_exit(127);
+	}
+	g_pids.push_back(pid);
+	return pid;
+}
+
+bool wait_for(const std::string &path, bool present)
+{
+	for (int i = 0; i < 500; i++) {
+		struct stat st;
+		if ((stat(path.c_str(), &st) == 0) == present)
+			return true;
+		std::this_thread::sleep_for(std::chrono::milliseconds(10));
+	}
+	return false;
+}
+
+int wait_exit(pid_t pid)
+{
+	int st = 0;
+	for (int i = 0; i < 500; i++) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		std::this_thread::sleep_for(std::chrono::milliseconds(10));
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return -1;
+}
+
+std::string read_log()
+{
+	std::ifstream in(g_dir + "/log");
+	return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+int setup(void **)
+{
+	g_bin = daemon_path();
+	char tmpl[] = "/var/tmp/llmcached-test-XXXXXX";
+	g_dir = mkdtemp(tmpl);
+	const int fd = open((g_dir + "/kv.img").c_str(), O_CREAT | O_RDWR, 0600);
+	if (fd < 0 || ftruncate(fd, 16 << 20) < 0)
+		return -1;
+	close(fd);
+	std::ofstream(g_dir + "/llmcached.conf") << "# test\nkv-cpu-budget = 24KiB\nkv-session-device-bytes = 4MiB\n"
+						    "kv-page-tokens = 16\nkv-recent-tokens = 32\nkv-backend = emulated\n";
+	return access(g_bin.c_str(), X_OK) == 0 ? 0 : -1;
+}
+
+int teardown(void **)
+{
+	for (pid_t p : g_pids)
+		if (kill(p, SIGKILL) == 0)
+			waitpid(p, nullptr, 0);
+	std::system(("rm -rf " + g_dir).c_str());
+	return 0;
+}
+
+std::vector<std::string> args()
+{
+	return {"--config", g_dir + "/llmcached.conf", "--socket", g_dir + "/sock", "--kv-device", g_dir + "/kv.img"};
+}
+
+const llmcache_kv_shape shape{1, 8, 2, 16, LLMCACHE_KV_FP16, 2048, 64, 16};
+
+void daemon__config_serve_sigterm__clean_exit(void **)
+{
+	const pid_t pid = start(args());
+	assert_true(wait_for(g_dir + "/sock", true));
+	llmcache_kv *kv;
+	assert_int_equal(llmcache_kv_open((g_dir + "/sock").c_str(), &shape, &kv), 0);
+	std::mt19937 rng(1);
+	std::vector<uint8_t> k(400 * 64), v(400 * 64);
+	for (size_t i = 0; i < k.size(); i++) // finite fp16 keys: a zero query scores them all 0
+		k[i] = (uint8_t)(i & 1 ? rng() & 0x3b : rng());
+	for (auto &b : v)
+		b = (uint8_t)rng();
+	for (uint32_t t = 0; t < 400; t += 16)
+		assert_int_equal(llmcache_kv_append(kv, 0, &k[t * 64], &v[t * 64], 16), 0);
+	std::vector<float> q(8 * 16, 0.0f); // all scores 0: the top-k is the lowest positions after the sinks
+	llmcache_kv_selection sel;
+	assert_int_equal(llmcache_kv_select(kv, 0, q.data(), 64, &sel), 0);
+	assert_int_equal(sel.n, 64);
+	for (uint32_t i = 0; i < sel.n; i++) {
+		assert_int_equal(sel.positions[i], i < 32 ? i : 400 - 64 + i);
+		assert_memory_equal((const uint8_t *)sel.k + i * 64, &k[sel.positions[i] * 64], 64);
+		assert_memory_equal((const uint8_t *)sel.v + i * 64, &v[sel.positions[i] * 64], 64);
+	}
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+	assert_true(wait_for(g_dir + "/sock", false));
+	const std::string log = read_log();
+	assert_non_null(std::strstr(log.c_str(), "backend emulated"));
+	assert_non_null(std::strstr(log.c_str(), "stopped; closed 1 sessions"));
+	assert_int_not_equal(llmcache_kv_append(kv, 0, &k[0], &v[0], 1), 0); // the daemon is gone
+	llmcache_kv_close(kv);
+}
+
+void daemon__killed_mid_spill_restarted__serves_only_new_data(void **)
+{
+	pid_t pid = start(args());
+	assert_true(wait_for(g_dir + "/sock", true));
+	llmcache_kv *kv;
+	assert_int_equal(llmcache_kv_open((g_dir + "/sock").c_str(), &shape, &kv), 0);
+	std::vector<uint8_t> old(16 * 64, 0xaa);
+	for (int t = 0; t < 40; t++) // spills run during these appends
+		assert_int_equal(llmcache_kv_append(kv, 0, old.data(), old.data(), 16), 0);
+	kill(pid, SIGKILL);
+	assert_int_equal(wait_exit(pid), 128 + SIGKILL);
+	assert_int_not_equal(llmcache_kv_append(kv, 0, old.data(), old.data(), 16), 0);
+	llmcache_kv_close(kv);
+	pid = start(args()); // the stale socket file is replaced
+	std::this_thread::sleep_for(std::chrono::milliseconds(50));
+	llmcache_kv *kv2 = nullptr;
+	int r = -1;
+	for (int i = 0; i < 200 && r; i++) {
+		if (kv2)
+			llmcache_kv_close(kv2);
+		r = llmcache_kv_open((g_dir + "/sock").c_str(), &shape, &kv2);
+		if (r)
+			std::this_thread::sleep_for(std::chrono::milliseconds(10));
+	}
+	assert_int_equal(r, 0);
+	std::vector<uint8_t> k(640 * 64), v(640 * 64);
+	std::mt19937 rng(2);
+	for (auto &b : k)
+		b = (uint8_t)rng();
+	for (auto &b : v)
+		b = (uint8_t)rng();
+	for (uint32_t t = 0; t < 640; t += 16)
+		assert_int_equal(llmcache_kv_append(kv2, 0, &k[t * 64], &v[t * 64], 16), 0);
+	std::vector<float> q(8 * 16, 0.0f);
+	llmcache_kv_selection sel;
+	assert_int_equal(llmcache_kv_select(kv2, 0, q.data(), 64, &sel), 0);
+	for (uint32_t i = 0; i < sel.n; i++)
+		assert_memory_equal((const uint8_t *)sel.v + i * 64, &v[sel.positions[i] * 64], 64);
+	llmcache_kv_close(kv2);
+	kill(pid, SIGTERM);
+	assert_int_equal(wait_exit(pid), 0);
+}
+
+void daemon__bad_option_or_missing_device__clear_refusal(void **)
+{
+	auto a = args();
+	a.push_back("--kv-backend");
+	a.push_back("fpga");
+	assert_int_equal(wait_exit(start(a)), 2);
+	assert_non_null(std::strstr(read_log().c_str(), "--kv-backend fpga: use none, emulated or xrt"));
+	a = args();
+	a[5] = g_dir + "/missing.img";
+	assert_int_equal(wait_exit(start(a)), 1);
+	assert_non_null(std::strstr(read_log().c_str(), "failed to start: cannot open the KV device"));
+}
+
+} // namespace
+
+int main()
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(daemon__config_serve_sigterm__clean_exit),
+		cmocka_unit_test(daemon__killed_mid_spill_restarted__serves_only_new_data),
+		cmocka_unit_test(daemon__bad_option_or_missing_device__clear_refusal),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
