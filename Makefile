@@ -6,7 +6,7 @@ RESULTS ?= results
 JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 
-.PHONY: all deps demo check bench install clean
+.PHONY: all deps demo check bench install clean kmod vm-check
 
 all: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -24,6 +24,16 @@ check: all
 
 bench: all
 	@scripts/bench.sh $(BUILD)/bin $(BUILD)/tests $(RESULTS)
+
+# llmcache.ko against every installed Debian amd64 kernel's headers (6.1 and 6.12 after make deps).
+KMOD_KDIRS ?= $(filter-out %-cloud-amd64 %-rt-amd64,$(wildcard /usr/src/linux-headers-*-amd64))
+kmod:
+	@test -n "$(KMOD_KDIRS)" || { echo "kmod: no kernel headers installed; run make deps" >&2; exit 1; }
+	@for k in $(KMOD_KDIRS); do $(MAKE) --no-print-directory -C kmod KDIR=$$k BUILD=$(abspath $(BUILD)) || exit 1; done
+
+# The kernel module's kselftest suite inside a VM on each packaged kernel (tests/vm/run.sh).
+vm-check: all kmod
+	@LLMCACHE_BIN=$(abspath $(BUILD))/bin LLMCACHE_SRC=$(CURDIR) tests/integration/test_kmod_vm.sh
 
 install: all
 	@cmake --install $(BUILD) --prefix $(PREFIX)

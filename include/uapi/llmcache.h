@@ -84,4 +84,55 @@ enum llmcache_stat {
 	LLMCACHE_NR_STATS
 };
 
+/*
+ * Kernel module ABI: the misc device /dev/llmcache (root only) and its ioctls. Files are registered by
+ * an open file descriptor; the module holds its own reference to the file until it is unregistered or
+ * the module is unloaded. sysfs names live under /sys/kernel/llmcache/ (Documentation/ABI/testing/).
+ */
+#include <linux/ioctl.h>
+
+#define LLMCACHE_DEV_NAME "llmcache"
+#define LLMCACHE_SYSFS_DIR "/sys/kernel/llmcache"
+#define LLMCACHE_IOC_MAGIC 0xB9
+#define LLMCACHE_STATS_MAX 32 /* room for LLMCACHE_NR_STATS to grow without changing the ioctl */
+
+/* How the module sees page-cache accesses (hook_mode in sysfs names them "tracepoint" and "kprobe"). */
+enum llmcache_hook_mode {
+	LLMCACHE_HOOK_TRACEPOINT = 0, /* filemap access tracepoints (6.10+) */
+	LLMCACHE_HOOK_KPROBE = 1,     /* kprobes on filemap_read / filemap_fault */
+};
+
+/* LLMCACHE_IOC_REGISTER: fd in; id out (the file's directory /sys/kernel/llmcache/files/<id>). */
+struct llmcache_ioc_file {
+	__s32 fd;
+	__u32 flags; /* must be 0 */
+	__u64 id;
+};
+
+/* LLMCACHE_IOC_FILE_STATS: fd in; what the module saw of that registered file out. */
+struct llmcache_ioc_file_stats {
+	__s32 fd;
+	__u32 flags;                              /* must be 0 */
+	__u64 id;
+	__u64 accesses;                           /* block accesses */
+	__u64 class_blocks[LLMCACHE_NR_CLASSES];  /* accesses per class after classification */
+	__u64 added;                              /* pages added to the page cache (misses and readahead) */
+	__u64 removed;                            /* pages removed from the page cache */
+};
+
+/* LLMCACHE_IOC_STATS: global statistics. */
+struct llmcache_ioc_stats {
+	__u64 stats[LLMCACHE_STATS_MAX];             /* enum llmcache_stat; the rest are 0 */
+	__u64 class_seqs[LLMCACHE_NR_CLASSES];       /* live block sequences per class */
+	__u32 nr_stats;                              /* LLMCACHE_NR_STATS of the module */
+	__u32 registered;                            /* files registered now */
+	__u32 hook_mode;                             /* enum llmcache_hook_mode */
+	__u32 enabled;
+};
+
+#define LLMCACHE_IOC_REGISTER _IOWR(LLMCACHE_IOC_MAGIC, 1, struct llmcache_ioc_file)
+#define LLMCACHE_IOC_UNREGISTER _IOW(LLMCACHE_IOC_MAGIC, 2, struct llmcache_ioc_file)
+#define LLMCACHE_IOC_STATS _IOR(LLMCACHE_IOC_MAGIC, 3, struct llmcache_ioc_stats)
+#define LLMCACHE_IOC_FILE_STATS _IOWR(LLMCACHE_IOC_MAGIC, 4, struct llmcache_ioc_file_stats)
+
 #endif /* _UAPI_LLMCACHE_H */

@@ -4,6 +4,10 @@
 #include <cstring>
 
 int cmd_size(int argc, char **argv); // size.cpp
+int cmd_status(int argc, char **argv);     // kmod.cpp
+int cmd_register(int argc, char **argv);   // kmod.cpp
+int cmd_unregister(int argc, char **argv); // kmod.cpp
+int cmd_set(int argc, char **argv);        // kmod.cpp
 int cmd_kv(int argc, char **argv);   // kv.cpp
 
 namespace {
@@ -16,6 +20,10 @@ struct Command {
 
 const Command commands[] = {
 	{"size", "the sizing rule: the loop a cache sustains, or the cache a loop needs", cmd_size},
+	{"status", "llmcache.ko: settings, statistics, registered files (--json)", cmd_status},
+	{"register", "register files with llmcache.ko (root)", cmd_register},
+	{"unregister", "unregister files from llmcache.ko (root)", cmd_unregister},
+	{"set", "set llmcache.ko's tunables: pin_budget=512MiB bw=1GB/s t=100ms (root)", cmd_set},
 	{"kv", "the KV service: `kv status` lists llmcached's sessions and pool statistics", cmd_kv},
 };
 

@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * /dev/llmcache: root-only misc device. Its ioctls register and unregister files by descriptor and read
+ * the statistics (ABI in include/uapi/llmcache.h).
+ */
+#include <linux/capability.h>
+#include <linux/file.h>
+#include <linux/miscdevice.h>
+#include <linux/uaccess.h>
+#include "llmcache.h"
+
+static int llc_dev_open(struct inode *inode, struct file *file)
+{
+	return capable(CAP_SYS_ADMIN) ? 0 : -EPERM;
+}
+
+static long llc_ioc_file(unsigned int cmd, void __user *arg)
+{
+	struct llmcache_ioc_file req;
+	struct llc_file *f;
+	struct file *file;
+	long err;
+
+	if (copy_from_user(&req, arg, sizeof(req)))
+		return -EFAULT;
+	if (req.flags)
+		return -EINVAL;
+	file = fget(req.fd);
+	if (!file)
+		return -EBADF;
+	mutex_lock(&llc_reg_mutex);
+	if (cmd == LLMCACHE_IOC_REGISTER) {
+		err = llc_register(file, &req.id);
+	} else {
+		f = llc_file_by_mapping(file->f_mapping);
+		err = f ? 0 : -ENOENT;
+		if (f) {
+			req.id = f->id;
+			llc_unregister(f);
+		}
+	}
+	mutex_unlock(&llc_reg_mutex);
+	fput(file);
+	if (!err && copy_to_user(arg, &req, sizeof(req)))
+		err = -EFAULT;
+	return err;
+}
+
+static long llc_ioc_file_stats(void __user *arg)
+{
+	struct llmcache_ioc_file_stats st;
+	struct llc_file *f;
+	struct file *file;
+	unsigned long flags;
+	int i;
+
+	if (copy_from_user(&st, arg, sizeof(st)))
+		return -EFAULT;
+	if (st.flags)
+		return -EINVAL;
+	file = fget(st.fd);
+	if (!file)
+		return -EBADF;
+	mutex_lock(&llc_reg_mutex);
+	f = llc_file_by_mapping(file->f_mapping);
+	if (f) {
+		spin_lock_irqsave(&llc.lock, flags);
+		st.id = f->id;
+		st.accesses = f->accesses;
+		for (i = 0; i < LLMCACHE_NR_CLASSES; i++)
+			st.class_blocks[i] = f->class_blocks[i];
+		st.added = f->added;
+		st.removed = f->removed;
+		spin_unlock_irqrestore(&llc.lock, flags);
+	}
+	mutex_unlock(&llc_reg_mutex);
+	fput(file);
+	if (!f)
+		return -ENOENT;
+	return copy_to_user(arg, &st, sizeof(st)) ? -EFAULT : 0;
+}
+
+static long llc_ioc_stats(void __user *arg)
+{
+	struct llmcache_ioc_stats st = {};
+
+	BUILD_BUG_ON(LLMCACHE_NR_STATS > LLMCACHE_STATS_MAX);
+	llc_snapshot(st.stats, st.class_seqs);
+	st.nr_stats = LLMCACHE_NR_STATS;
+	mutex_lock(&llc_reg_mutex);
+	st.registered = llc.nr_files;
+	mutex_unlock(&llc_reg_mutex);
+	st.hook_mode = llc.hook_mode;
+	st.enabled = READ_ONCE(llc.enabled);
+	return copy_to_user(arg, &st, sizeof(st)) ? -EFAULT : 0;
+}
+
+static long llc_dev_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+{
+	void __user *uarg = (void __user *)arg;
+
+	switch (cmd) {
+	case LLMCACHE_IOC_REGISTER:
+	case LLMCACHE_IOC_UNREGISTER:
+		return llc_ioc_file(cmd, uarg);
+	case LLMCACHE_IOC_FILE_STATS:
+		return llc_ioc_file_stats(uarg);
+	case LLMCACHE_IOC_STATS:
+		return llc_ioc_stats(uarg);
+	default:
+		return -ENOTTY;
+	}
+}
+
+static const struct file_operations llc_dev_fops = {
+	.owner = THIS_MODULE,
+	.open = llc_dev_open,
+	.unlocked_ioctl = llc_dev_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,
+};
+
+static struct miscdevice llc_misc = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = LLMCACHE_DEV_NAME,
+	.fops = &llc_dev_fops,
+	.mode = 0600,
+};
+
+int llc_dev_init(void)
+{
+	return misc_register(&llc_misc);
+}
+
+void llc_dev_exit(void)
+{
+	misc_deregister(&llc_misc);
+}

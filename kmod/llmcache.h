@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * llmcache.ko internals shared by its files: the registered-file set, the single policy-core instance
+ * fed by the hooks, the tunables, and the entry points of the device, sysfs and hook parts.
+ */
+#ifndef LLMCACHE_KMOD_H
+#define LLMCACHE_KMOD_H
+
+#include <linux/fs.h>
+#include <linux/jump_label.h>
+#include <linux/kobject.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/rcupdate.h>
+#include <linux/spinlock.h>
+#include <linux/xarray.h>
+#include "libllmcache/core/core.h"
+
+/* A registered file: found by its mapping from the hooks (RCU hash), held by a file reference. */
+struct llc_file {
+	struct hlist_node node;         /* llc_files_hash, RCU */
+	struct list_head list;          /* llc_files_list, under llc_reg_mutex */
+	struct kobject kobj;            /* /sys/kernel/llmcache/files/<id> */
+	struct rcu_head rcu;
+	struct file *file;
+	struct address_space *mapping;
+	u64 id;
+	/* Written under llc.lock by the hooks. */
+	u64 accesses;
+	u64 class_blocks[LLMCACHE_NR_CLASSES];
+	u64 added, removed;
+	pgoff_t req_first, req_last;    /* the last read request seen by mm_filemap_get_pages */
+	u64 pinned;                     /* pins held, under llc.lock */
+	struct xarray pins;             /* page index -> the folio whose reference the module holds */
+	bool planned;                   /* the pin plan covers this file: new pages kick the worker */
+};
+
+struct llc_state {
+	spinlock_t lock;                /* the core and every counter the hooks write */
+	struct llc_core *core;
+	bool enabled;
+	int hook_mode;                  /* enum llmcache_hook_mode */
+	u64 pin_budget, hot_reserve;    /* bytes */
+	u64 bw;                         /* bytes per second, 0: not known */
+	u64 t_ns;                       /* allowed fetch delay per loop iteration */
+	u64 stats[LLMCACHE_NR_STATS];   /* the module's own counters (hits, misses, drops, pins) */
+	unsigned int nr_files;          /* under llc_reg_mutex */
+};
+
+extern struct llc_state llc;
+extern struct mutex llc_reg_mutex;
+extern struct list_head llc_files_list;
+DECLARE_STATIC_KEY_FALSE(llc_active);
+
+/* Hooks: feed accesses and page-cache changes of registered files into the core. */
+void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last, bool request);
+void llc_feed_cache(struct folio *folio, bool added);
+
+/* Registration (callers hold llc_reg_mutex). */
+struct llc_file *llc_file_by_mapping(struct address_space *mapping);
+int llc_register(struct file *file, u64 *id);
+void llc_unregister(struct llc_file *f);
+void llc_update_active(void);
+void llc_snapshot(u64 stats[LLMCACHE_NR_STATS], u64 class_seqs[LLMCACHE_NR_CLASSES]);
+
+/* Pinning (pin.c). */
+int llc_pin_init(void);
+void llc_pin_exit(void);
+void llc_pin_kick(void);
+void llc_pin_release(void);
+void llc_unpin_all(struct llc_file *f);
+void llc_pin_removed(struct llc_file *f, struct folio *folio);
+
+int llc_hooks_init(const char *want);
+void llc_hooks_exit(void);
+int llc_dev_init(void);
+void llc_dev_exit(void);
+int llc_sysfs_init(void);
+void llc_sysfs_exit(void);
+int llc_sysfs_file_add(struct llc_file *f);
+extern const struct kobj_type llc_file_ktype;
+
+#endif /* LLMCACHE_KMOD_H */

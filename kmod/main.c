@@ -1,0 +1,265 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * llmcache.ko: the policy core of libllmcache/core in the kernel. Accesses to registered files, seen by
+ * the filemap tracepoints (or kprobes where the kernel lacks them), are classified into SEQ, LOOP and
+ * HOT block sequences by one core instance. This file holds the state, the registered-file set and the
+ * feed from the hooks into the core; dev.c, sysfs.c and hooks.c are the interfaces around it.
+ *
+ * Cost for files nobody registered: a static branch while nothing is registered, else one RCU hash
+ * lookup of the mapping pointer.
+ */
+#include <linux/file.h>
+#include <linux/hashtable.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/slab.h>
+#include <linux/timekeeping.h>
+#include "llmcache.h"
+
+#define LLC_MAX_EVENT_BLOCKS 4096 /* blocks one event may feed; the rest count as dropped */
+
+static char *hooks = "auto";
+module_param(hooks, charp, 0444);
+MODULE_PARM_DESC(hooks, "access hooks: auto, tracepoint or kprobe");
+
+struct llc_state llc = {
+	.lock = __SPIN_LOCK_UNLOCKED(llc.lock),
+	.enabled = true,
+	.t_ns = 100 * NSEC_PER_MSEC,
+};
+DEFINE_MUTEX(llc_reg_mutex);
+LIST_HEAD(llc_files_list);
+DEFINE_STATIC_KEY_FALSE(llc_active);
+static DEFINE_HASHTABLE(llc_files_hash, 8);
+static u64 llc_next_id = 1;
+
+static struct llc_file *llc_find_rcu(struct address_space *mapping)
+{
+	struct llc_file *f;
+
+	hash_for_each_possible_rcu(llc_files_hash, f, node, (unsigned long)mapping)
+		if (f->mapping == mapping)
+			return f;
+	return NULL;
+}
+
+/*
+ * One access to pages [first, last] of mapping. request: the range is what remains of a read request
+ * (mm_filemap_get_pages fires once per batch of a read with [current position, end of request]), so
+ * an event that continues the previous request of the file (same end, start inside it) adds nothing.
+ */
+void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last, bool request)
+{
+	const unsigned int shift = PAGE_SHIFT - LLMCACHE_BLOCK_SHIFT;
+	struct llc_file *f;
+	unsigned long flags;
+	u64 b, n, now;
+	bool kick = false;
+
+	if (!static_branch_unlikely(&llc_active) || last < first)
+		return;
+	rcu_read_lock();
+	f = llc_find_rcu(mapping);
+	if (f) {
+		b = (u64)first << shift;
+		n = (u64)(last - first + 1) << shift;
+		now = ktime_get_ns();
+		spin_lock_irqsave(&llc.lock, flags);
+		if (request) {
+			if (last == f->req_last && first > f->req_first && first <= f->req_last)
+				n = 0; /* counted with the request's first event */
+			f->req_first = first;
+			f->req_last = last;
+		}
+		if (n > LLC_MAX_EVENT_BLOCKS) {
+			llc.stats[LLMCACHE_STAT_EVENTS_DROPPED] += n - LLC_MAX_EVENT_BLOCKS;
+			n = LLC_MAX_EVENT_BLOCKS;
+		}
+		for (; n; n--, b++) {
+			struct llc_verdict v = llc_access(llc.core, f->id, b, now);
+
+			f->accesses++;
+			f->class_blocks[v.cls]++;
+			kick |= v.event == LLC_EV_ITERATION || v.event == LLC_EV_TO_LOOP;
+		}
+		spin_unlock_irqrestore(&llc.lock, flags);
+	}
+	rcu_read_unlock();
+	if (kick && READ_ONCE(llc.pin_budget))
+		llc_pin_kick();
+}
+
+void llc_feed_cache(struct folio *folio, bool added)
+{
+	u64 blocks = (u64)folio_nr_pages(folio) << (PAGE_SHIFT - LLMCACHE_BLOCK_SHIFT);
+	struct llc_file *f;
+	unsigned long flags;
+	bool kick = false;
+
+	if (!static_branch_unlikely(&llc_active))
+		return;
+	rcu_read_lock();
+	f = llc_find_rcu(READ_ONCE(folio->mapping));
+	if (f) {
+		spin_lock_irqsave(&llc.lock, flags);
+		if (added) {
+			f->added += blocks;
+			llc.stats[LLMCACHE_STAT_MISSES] += blocks;
+			kick = READ_ONCE(f->planned);
+		} else {
+			f->removed += blocks;
+			llc_pin_removed(f, folio);
+		}
+		spin_unlock_irqrestore(&llc.lock, flags);
+	}
+	rcu_read_unlock();
+	if (kick)
+		llc_pin_kick();
+}
+
+/* Hooks run only while something is registered and the module is enabled. */
+void llc_update_active(void)
+{
+	lockdep_assert_held(&llc_reg_mutex);
+	if (READ_ONCE(llc.enabled) && llc.nr_files)
+		static_branch_enable(&llc_active);
+	else
+		static_branch_disable(&llc_active);
+}
+
+struct llc_file *llc_file_by_mapping(struct address_space *mapping)
+{
+	struct llc_file *f;
+
+	lockdep_assert_held(&llc_reg_mutex);
+	list_for_each_entry(f, &llc_files_list, list)
+		if (f->mapping == mapping)
+			return f;
+	return NULL;
+}
+
+/* Takes its own reference to file. */
+int llc_register(struct file *file, u64 *id)
+{
+	struct llc_file *f;
+	int err;
+
+	lockdep_assert_held(&llc_reg_mutex);
+	if (!S_ISREG(file_inode(file)->i_mode))
+		return -EINVAL;
+	if (llc_file_by_mapping(file->f_mapping))
+		return -EEXIST;
+	f = kzalloc(sizeof(*f), GFP_KERNEL);
+	if (!f)
+		return -ENOMEM;
+	f->file = get_file(file);
+	f->mapping = file->f_mapping;
+	f->req_first = f->req_last = ULONG_MAX;
+	xa_init_flags(&f->pins, XA_FLAGS_LOCK_IRQ);
+	f->id = llc_next_id++;
+	err = llc_sysfs_file_add(f); /* on failure the kobject's release frees f and drops the file */
+	if (err)
+		return err;
+	list_add_tail(&f->list, &llc_files_list);
+	hash_add_rcu(llc_files_hash, &f->node, (unsigned long)f->mapping);
+	llc.nr_files++;
+	llc_update_active();
+	*id = f->id;
+	return 0;
+}
+
+void llc_unregister(struct llc_file *f)
+{
+	lockdep_assert_held(&llc_reg_mutex);
+	hash_del_rcu(&f->node);
+	list_del(&f->list);
+	llc.nr_files--;
+	llc_update_active();
+	llc_unpin_all(f);
+	kobject_put(&f->kobj); /* release: fput, then kfree after an RCU grace period */
+}
+
+void llc_snapshot(u64 stats[LLMCACHE_NR_STATS], u64 class_seqs[LLMCACHE_NR_CLASSES])
+{
+	const u64 *core;
+	unsigned long flags;
+	int i;
+
+	spin_lock_irqsave(&llc.lock, flags);
+	core = llc_stats(llc.core);
+	for (i = 0; i < LLMCACHE_NR_STATS; i++)
+		stats[i] = core[i] + llc.stats[i];
+	for (i = 0; i < LLMCACHE_NR_CLASSES; i++)
+		class_seqs[i] = llc_class_count(llc.core, i);
+	spin_unlock_irqrestore(&llc.lock, flags);
+	/* Misses are pages that entered the page cache; every other access found its block resident. */
+	stats[LLMCACHE_STAT_HITS] = stats[LLMCACHE_STAT_ACCESSES] > stats[LLMCACHE_STAT_MISSES] ?
+		stats[LLMCACHE_STAT_ACCESSES] - stats[LLMCACHE_STAT_MISSES] : 0;
+}
+
+static void *llc_core_mem;
+
+static int __init llc_init(void)
+{
+	struct llc_config cfg;
+	u64 size;
+	int err;
+
+	llc_config_default(&cfg);
+	size = llc_core_size(&cfg);
+	llc_core_mem = kvzalloc(size, GFP_KERNEL);
+	if (!llc_core_mem)
+		return -ENOMEM;
+	llc.core = llc_core_init(llc_core_mem, size, &cfg);
+	if (!llc.core) {
+		err = -EINVAL;
+		goto free_core;
+	}
+	err = llc_pin_init();
+	if (err)
+		goto free_core;
+	err = llc_sysfs_init();
+	if (err)
+		goto pin;
+	err = llc_dev_init();
+	if (err)
+		goto sysfs;
+	err = llc_hooks_init(hooks);
+	if (err)
+		goto dev;
+	pr_info("llmcache: loaded, %llu KiB of policy core, hooks: %s\n", size >> 10,
+		llc.hook_mode == LLMCACHE_HOOK_TRACEPOINT ? "tracepoint" : "kprobe");
+	return 0;
+dev:
+	llc_dev_exit();
+sysfs:
+	llc_sysfs_exit();
+pin:
+	llc_pin_exit();
+free_core:
+	kvfree(llc_core_mem);
+	return err;
+}
+
+static void __exit llc_exit(void)
+{
+	struct llc_file *f, *tmp;
+
+	llc_hooks_exit();
+	llc_dev_exit();
+	mutex_lock(&llc_reg_mutex);
+	list_for_each_entry_safe(f, tmp, &llc_files_list, list)
+		llc_unregister(f);
+	mutex_unlock(&llc_reg_mutex);
+	llc_sysfs_exit(); /* no more writes that kick the pin worker */
+	llc_pin_exit();
+	rcu_barrier(); /* the files' kfree_rcu callbacks run before the module text goes */
+	kvfree(llc_core_mem);
+	pr_info("llmcache: unloaded\n");
+}
+
+module_init(llc_init);
+module_exit(llc_exit);
+MODULE_LICENSE("Dual MIT/GPL");
+MODULE_DESCRIPTION("llmcache: classify LLM page-cache accesses into SEQ, LOOP and HOT block sequences");
+MODULE_AUTHOR("llmcache developers");

@@ -1,0 +1,760 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * kselftest suite for llmcache.ko, run as root inside the VM (tests/vm/run.sh): loading and unloading,
+ * every sysfs file, every ioctl's error paths, a registered file's life (register, delete, unregister)
+ * and llmworkload's decoder files reaching their classes. Each test loads a fresh module from
+ * $LLMCACHE_KO and unloads it afterwards; the whole suite is skipped when not root or without a module.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "kselftest_harness.h"
+#include "../../include/uapi/llmcache.h"
+
+#define SYSFS LLMCACHE_SYSFS_DIR
+#define DEV "/dev/" LLMCACHE_DEV_NAME
+
+static const char *ko_path(void)
+{
+	const char *ko = getenv("LLMCACHE_KO");
+
+	return ko && access(ko, R_OK) == 0 ? ko : NULL;
+}
+
+static int module_load(const char *params)
+{
+	int fd = open(ko_path(), O_RDONLY | O_CLOEXEC), err;
+
+	if (fd < 0)
+		return -errno;
+	err = syscall(SYS_finit_module, fd, params, 0) ? -errno : 0;
+	close(fd);
+	return err;
+}
+
+static int module_unload(void)
+{
+	return syscall(SYS_delete_module, "llmcache", O_NONBLOCK) ? -errno : 0;
+}
+
+static int module_loaded(void)
+{
+	return access(SYSFS, F_OK) == 0;
+}
+
+/* Read a sysfs file into buf (newline stripped); -errno on failure. */
+static int sysfs_read(const char *name, char *buf, size_t size)
+{
+	char path[256];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", SYSFS, name);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, size - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	buf[n] = 0;
+	if (n && buf[n - 1] == '\n')
+		buf[n - 1] = 0;
+	return 0;
+}
+
+static long long sysfs_num(const char *name)
+{
+	char buf[64], *end;
+	long long v;
+
+	if (sysfs_read(name, buf, sizeof(buf)))
+		return -1;
+	v = strtoll(buf, &end, 10);
+	return *end || end == buf ? -1 : v;
+}
+
+/* Write text to a sysfs file in one write(); 0 or -errno. */
+static int sysfs_write(const char *name, const char *text)
+{
+	char path[256];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", SYSFS, name);
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return -errno;
+	n = write(fd, text, strlen(text));
+	n = n < 0 ? -errno : 0;
+	close(fd);
+	return n;
+}
+
+static int ioc_file(int dev, unsigned long cmd, int fd, __u64 *id)
+{
+	struct llmcache_ioc_file req = { .fd = fd };
+
+	if (ioctl(dev, cmd, &req))
+		return -errno;
+	if (id)
+		*id = req.id;
+	return 0;
+}
+
+static int file_stats(int dev, int fd, struct llmcache_ioc_file_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->fd = fd;
+	return ioctl(dev, LLMCACHE_IOC_FILE_STATS, st) ? -errno : 0;
+}
+
+/* The hooks this kernel should get: the filemap access tracepoints exist from 6.10 on. */
+static const char *expected_hook_mode(void)
+{
+	struct utsname u;
+	int major = 0, minor = 0;
+
+	uname(&u);
+	sscanf(u.release, "%d.%d", &major, &minor);
+	return major > 6 || (major == 6 && minor >= 10) ? "tracepoint" : "kprobe";
+}
+
+/* A scratch file of blocks 4 KiB blocks on the VM's ext4 disk; returns an O_RDWR fd. */
+static int scratch_file(const char *name, int blocks, char *path, size_t size)
+{
+	const char *dir = getenv("LLMCACHE_SCRATCH");
+	char block[4096];
+	int fd, i;
+
+	snprintf(path, size, "%s/%s", dir ? dir : "/tmp", name);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	memset(block, 0x5a, sizeof(block));
+	for (i = 0; fd >= 0 && i < blocks; i++)
+		if (write(fd, block, sizeof(block)) != sizeof(block))
+			return -1;
+	return fd;
+}
+
+TEST(load_unload)
+{
+	char buf[64];
+	struct stat st;
+	int i;
+
+	if (module_loaded())
+		ASSERT_EQ(0, module_unload());
+	for (i = 0; i < 5; i++) {
+		ASSERT_EQ(0, module_load(""));
+		ASSERT_EQ(0, stat(DEV, &st));
+		EXPECT_TRUE(S_ISCHR(st.st_mode));
+		EXPECT_EQ(0600, st.st_mode & 07777);
+		ASSERT_EQ(0, sysfs_read("hook_mode", buf, sizeof(buf)));
+		EXPECT_STREQ(expected_hook_mode(), buf);
+		EXPECT_EQ(-EEXIST, module_load(""));
+		ASSERT_EQ(0, module_unload());
+		EXPECT_FALSE(module_loaded());
+		EXPECT_NE(0, access(DEV, F_OK));
+	}
+	EXPECT_EQ(-ENOENT, module_unload());
+}
+
+/* hooks= forces the kprobe mode anywhere; the tracepoint mode only where the tracepoints exist. */
+TEST(hooks_parameter)
+{
+	char buf[64];
+
+	if (module_loaded())
+		ASSERT_EQ(0, module_unload());
+	ASSERT_EQ(0, module_load("hooks=kprobe"));
+	ASSERT_EQ(0, sysfs_read("hook_mode", buf, sizeof(buf)));
+	EXPECT_STREQ("kprobe", buf);
+	ASSERT_EQ(0, module_unload());
+	if (!strcmp(expected_hook_mode(), "kprobe")) {
+		EXPECT_EQ(-ENOENT, module_load("hooks=tracepoint"));
+	} else {
+		ASSERT_EQ(0, module_load("hooks=tracepoint"));
+		ASSERT_EQ(0, module_unload());
+	}
+	EXPECT_EQ(-EINVAL, module_load("hooks=magic"));
+	EXPECT_FALSE(module_loaded());
+}
+
+FIXTURE(llmcache) {
+	int dev;
+};
+
+FIXTURE_VARIANT(llmcache) {
+	const char *params;
+};
+
+FIXTURE_VARIANT_ADD(llmcache, auto) { .params = "" };
+FIXTURE_VARIANT_ADD(llmcache, kprobe) { .params = "hooks=kprobe" };
+
+FIXTURE_SETUP(llmcache)
+{
+	if (module_loaded())
+		ASSERT_EQ(0, module_unload());
+	ASSERT_EQ(0, module_load(variant->params));
+	self->dev = open(DEV, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, self->dev);
+}
+
+FIXTURE_TEARDOWN(llmcache)
+{
+	close(self->dev);
+	EXPECT_EQ(0, module_unload());
+}
+
+static const char *const tunables[] = { "enable", "pin_budget", "hot_reserve", "bw", "t_ns" };
+static const char *const read_only[] = {
+	"hook_mode", "registered", "stats/accesses", "stats/hits", "stats/misses", "stats/seq_blocks",
+	"stats/loop_blocks", "stats/hot_blocks", "stats/loop_iterations", "stats/seqs_created",
+	"stats/seqs_recycled", "stats/chunks_recycled", "stats/pinned", "stats/shrinker_released",
+	"stats/events_dropped", "stats/seq_seqs", "stats/loop_seqs", "stats/hot_seqs",
+};
+
+/* Every file exists, has the documented mode, reads as one value; nothing else is there. */
+TEST_F(llmcache, sysfs_files)
+{
+	const char *dirs[] = { "", "stats" };
+	char path[256], buf[256];
+	struct stat st;
+	size_t i, d, seen = 0;
+
+	for (i = 0; i < sizeof(tunables) / sizeof(*tunables); i++) {
+		snprintf(path, sizeof(path), SYSFS "/%s", tunables[i]);
+		ASSERT_EQ(0, stat(path, &st)) TH_LOG("%s", path);
+		EXPECT_EQ(0644, st.st_mode & 07777) TH_LOG("%s", path);
+		EXPECT_LE(0, sysfs_num(tunables[i])) TH_LOG("%s", path);
+	}
+	for (i = 0; i < sizeof(read_only) / sizeof(*read_only); i++) {
+		snprintf(path, sizeof(path), SYSFS "/%s", read_only[i]);
+		ASSERT_EQ(0, stat(path, &st)) TH_LOG("%s", path);
+		EXPECT_EQ(0444, st.st_mode & 07777) TH_LOG("%s", path);
+		ASSERT_EQ(0, sysfs_read(read_only[i], buf, sizeof(buf)));
+		EXPECT_EQ(NULL, strchr(buf, '\n')) TH_LOG("%s: one value", path);
+		if (strcmp(read_only[i], "hook_mode"))
+			EXPECT_LE(0, sysfs_num(read_only[i])) TH_LOG("%s", path);
+		EXPECT_EQ(-EACCES, sysfs_write(read_only[i], "1")) TH_LOG("%s", path);
+	}
+	for (d = 0; d < 2; d++) {
+		DIR *dir;
+		struct dirent *e;
+
+		snprintf(path, sizeof(path), SYSFS "/%s", dirs[d]);
+		dir = opendir(path);
+		ASSERT_NE(NULL, dir);
+		while ((e = readdir(dir))) {
+			if (e->d_type != DT_REG)
+				continue;
+			snprintf(path, sizeof(path), SYSFS "/%s/%s", dirs[d], e->d_name);
+			ASSERT_EQ(0, stat(path, &st));
+			EXPECT_EQ(0, st.st_mode & 0002) TH_LOG("%s is world-writable", path);
+			seen++;
+		}
+		closedir(dir);
+	}
+	EXPECT_EQ(sizeof(tunables) / sizeof(*tunables) + sizeof(read_only) / sizeof(*read_only), seen);
+}
+
+/* Tunables take valid values and refuse garbage with -EINVAL, keeping their value. */
+TEST_F(llmcache, sysfs_tunables)
+{
+	static const char *const garbage[] = { "abc", "\n", "-1", "12x", "0x", "18446744073709551616", "1 2" };
+	static const struct { const char *name, *good, *bad; } cases[] = {
+		{ "enable", "0", "2" }, { "pin_budget", "1048576", NULL }, { "hot_reserve", "65536", NULL },
+		{ "bw", "100000000", NULL }, { "t_ns", "50000000", "0" },
+	};
+	char before[64], after[64];
+	size_t i, g;
+
+	for (i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		ASSERT_EQ(0, sysfs_write(cases[i].name, cases[i].good)) TH_LOG("%s", cases[i].name);
+		ASSERT_EQ(0, sysfs_read(cases[i].name, before, sizeof(before)));
+		EXPECT_STREQ(cases[i].good, before);
+		for (g = 0; g <= sizeof(garbage) / sizeof(*garbage); g++) {
+			const char *bad = g < sizeof(garbage) / sizeof(*garbage) ? garbage[g] : cases[i].bad;
+
+			if (!bad)
+				continue;
+			EXPECT_EQ(-EINVAL, sysfs_write(cases[i].name, bad)) TH_LOG("%s <- '%s'", cases[i].name, bad);
+			ASSERT_EQ(0, sysfs_read(cases[i].name, after, sizeof(after)));
+			EXPECT_STREQ(before, after) TH_LOG("%s changed by '%s'", cases[i].name, bad);
+		}
+	}
+	ASSERT_EQ(0, sysfs_write("enable", "1\n"));
+	EXPECT_EQ(1, sysfs_num("enable"));
+}
+
+TEST_F(llmcache, ioctl_bad_fd)
+{
+	struct llmcache_ioc_file_stats st;
+
+	EXPECT_EQ(-EBADF, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, -1, NULL));
+	EXPECT_EQ(-EBADF, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, 100000, NULL));
+	EXPECT_EQ(-EBADF, ioc_file(self->dev, LLMCACHE_IOC_UNREGISTER, -1, NULL));
+	EXPECT_EQ(-EBADF, ioc_file(self->dev, LLMCACHE_IOC_UNREGISTER, 100000, NULL));
+	EXPECT_EQ(-EBADF, file_stats(self->dev, -1, &st));
+	EXPECT_EQ(-EFAULT, ioctl(self->dev, LLMCACHE_IOC_REGISTER, NULL) ? -errno : 0);
+	EXPECT_EQ(-EFAULT, ioctl(self->dev, LLMCACHE_IOC_STATS, NULL) ? -errno : 0);
+	EXPECT_EQ(-ENOTTY, ioctl(self->dev, _IO(LLMCACHE_IOC_MAGIC, 99)) ? -errno : 0);
+	EXPECT_EQ(0, sysfs_num("registered"));
+}
+
+TEST_F(llmcache, ioctl_not_regular)
+{
+	int pipefd[2], null = open("/dev/null", O_RDONLY), dir = open("/", O_RDONLY | O_DIRECTORY);
+
+	ASSERT_EQ(0, pipe(pipefd));
+	ASSERT_LE(0, null);
+	ASSERT_LE(0, dir);
+	EXPECT_EQ(-EINVAL, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, pipefd[0], NULL));
+	EXPECT_EQ(-EINVAL, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, pipefd[1], NULL));
+	EXPECT_EQ(-EINVAL, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, null, NULL));
+	EXPECT_EQ(-EINVAL, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, dir, NULL));
+	EXPECT_EQ(-EINVAL, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, self->dev, NULL));
+	EXPECT_EQ(-ENOENT, ioc_file(self->dev, LLMCACHE_IOC_UNREGISTER, null, NULL));
+	EXPECT_EQ(0, sysfs_num("registered"));
+	close(pipefd[0]);
+	close(pipefd[1]);
+	close(null);
+	close(dir);
+}
+
+TEST_F(llmcache, ioctl_unknown_file_and_flags)
+{
+	struct llmcache_ioc_file req;
+	struct llmcache_ioc_file_stats st;
+	char path[256];
+	int fd = scratch_file("unknown", 1, path, sizeof(path));
+
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(-ENOENT, ioc_file(self->dev, LLMCACHE_IOC_UNREGISTER, fd, NULL));
+	EXPECT_EQ(-ENOENT, file_stats(self->dev, fd, &st));
+	req = (struct llmcache_ioc_file){ .fd = fd, .flags = 1 };
+	EXPECT_EQ(-EINVAL, ioctl(self->dev, LLMCACHE_IOC_REGISTER, &req) ? -errno : 0);
+	EXPECT_EQ(0, sysfs_num("registered"));
+	close(fd);
+	unlink(path);
+}
+
+TEST_F(llmcache, ioctl_double_registration)
+{
+	struct llmcache_ioc_stats st;
+	char path[256], sys[64];
+	__u64 id = 0, id2 = 0;
+	int fd = scratch_file("double", 4, path, sizeof(path)), fd2;
+
+	ASSERT_LE(0, fd);
+	fd2 = open(path, O_RDONLY);
+	ASSERT_LE(0, fd2);
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, &id));
+	EXPECT_LT(0, id);
+	EXPECT_EQ(-EEXIST, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
+	EXPECT_EQ(-EEXIST, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd2, NULL));
+	EXPECT_EQ(1, sysfs_num("registered"));
+	ASSERT_EQ(0, ioctl(self->dev, LLMCACHE_IOC_STATS, &st));
+	EXPECT_EQ(1, st.registered);
+	EXPECT_EQ(LLMCACHE_NR_STATS, st.nr_stats);
+	EXPECT_EQ(1, st.enabled);
+	EXPECT_EQ(strcmp(expected_hook_mode(), "kprobe") && !strstr(variant->params, "kprobe") ?
+		  LLMCACHE_HOOK_TRACEPOINT : LLMCACHE_HOOK_KPROBE, st.hook_mode);
+	/* Unregistering through another descriptor of the same file works: files are keyed by inode. */
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_UNREGISTER, fd2, &id2));
+	EXPECT_EQ(id, id2);
+	EXPECT_EQ(-ENOENT, ioc_file(self->dev, LLMCACHE_IOC_UNREGISTER, fd, NULL));
+	snprintf(sys, sizeof(sys), "files/%llu/path", (unsigned long long)id);
+	EXPECT_EQ(-ENOENT, sysfs_read(sys, path, sizeof(path)));
+	/* A new registration gets a new id. */
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, &id2));
+	EXPECT_LT(id, id2);
+	close(fd);
+	close(fd2);
+}
+
+/* Reads of a registered file are seen; deleting it while registered is safe; unregister releases it. */
+TEST_F_TIMEOUT(llmcache, register_delete_unregister, 120)
+{
+	struct llmcache_ioc_file_stats st;
+	char path[256], sys[64], buf[512], page[4096], big[16 * 4096];
+	__u64 id = 0;
+	int fd = scratch_file("victim", 16, path, sizeof(path)), fd2, i;
+
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, &id));
+	snprintf(sys, sizeof(sys), "files/%llu/path", (unsigned long long)id);
+	ASSERT_EQ(0, sysfs_read(sys, buf, sizeof(buf)));
+	EXPECT_STREQ(path, buf);
+	for (i = 0; i < 16; i++)
+		ASSERT_EQ(sizeof(page), pread(fd, page, sizeof(page), (off_t)i * sizeof(page)));
+	ASSERT_EQ(0, file_stats(self->dev, fd, &st));
+	EXPECT_EQ(id, st.id);
+	EXPECT_EQ(16, st.accesses);
+	EXPECT_EQ(16, st.class_blocks[LLMCACHE_CLASS_SEQ] + st.class_blocks[LLMCACHE_CLASS_LOOP] +
+			      st.class_blocks[LLMCACHE_CLASS_HOT]);
+	EXPECT_LE(16, sysfs_num("stats/accesses"));
+	/* One read of 16 blocks is 16 accesses, however many batches the kernel splits it into. */
+	ASSERT_EQ(sizeof(big), pread(fd, big, sizeof(big), 0));
+	ASSERT_EQ(0, file_stats(self->dev, fd, &st));
+	EXPECT_EQ(32, st.accesses);
+
+	ASSERT_EQ(0, unlink(path));
+	ASSERT_EQ(0, sysfs_read(sys, buf, sizeof(buf)));
+	EXPECT_NE(NULL, strstr(buf, "(deleted)")) TH_LOG("path after unlink: %s", buf);
+	ASSERT_EQ(sizeof(page), pread(fd, page, sizeof(page), 0));
+	ASSERT_EQ(0, file_stats(self->dev, fd, &st));
+	EXPECT_EQ(33, st.accesses);
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_UNREGISTER, fd, NULL));
+	EXPECT_EQ(0, sysfs_num("registered"));
+	EXPECT_EQ(-ENOENT, sysfs_read(sys, buf, sizeof(buf)));
+	close(fd);
+
+	/* A deleted, closed file the module still holds is released when the module goes. */
+	fd2 = scratch_file("orphan", 4, path, sizeof(path));
+	ASSERT_LE(0, fd2);
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd2, NULL));
+	ASSERT_EQ(0, unlink(path));
+	close(fd2);
+	EXPECT_EQ(1, sysfs_num("registered"));
+}
+
+/* Reads of unregistered files and of a disabled module leave the counters alone. */
+TEST_F(llmcache, unregistered_and_disabled)
+{
+	struct llmcache_ioc_file_stats st;
+	char path[256], path2[256], page[4096];
+	int fd = scratch_file("quiet", 4, path, sizeof(path)), other = scratch_file("other", 4, path2, sizeof(path2));
+
+	ASSERT_LE(0, fd);
+	ASSERT_LE(0, other);
+	ASSERT_EQ(sizeof(page), pread(other, page, sizeof(page), 0));
+	EXPECT_EQ(0, sysfs_num("stats/accesses"));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
+	ASSERT_EQ(sizeof(page), pread(other, page, sizeof(page), 4096));
+	EXPECT_EQ(0, sysfs_num("stats/accesses"));
+	ASSERT_EQ(0, sysfs_write("enable", "0"));
+	ASSERT_EQ(sizeof(page), pread(fd, page, sizeof(page), 0));
+	ASSERT_EQ(0, file_stats(self->dev, fd, &st));
+	EXPECT_EQ(0, st.accesses);
+	ASSERT_EQ(0, sysfs_write("enable", "1"));
+	ASSERT_EQ(sizeof(page), pread(fd, page, sizeof(page), 0));
+	ASSERT_EQ(0, file_stats(self->dev, fd, &st));
+	EXPECT_EQ(1, st.accesses);
+	close(fd);
+	close(other);
+}
+
+/* Only root opens the device. */
+TEST_F(llmcache, device_root_only)
+{
+	pid_t pid = fork();
+	int status;
+
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		if (setgid(65534) || setuid(65534))
+			_exit(2);
+		_exit(open(DEV, O_RDWR) < 0 && errno == EACCES ? 0 : 1);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+}
+
+/* Read a whole file sweeps times in 128 KiB preads: a loop. */
+static int sweep(int fd, off_t size, int sweeps)
+{
+	static char buf[128 << 10];
+	off_t off;
+
+	while (sweeps--)
+		for (off = 0; off < size; off += sizeof(buf))
+			if (pread(fd, buf, sizeof(buf), off) <= 0)
+				return -1;
+	return 0;
+}
+
+/* Wait up to 20 s for the pin worker to bring stats/pinned to want; returns the last value read. */
+static long long wait_pinned(long long want)
+{
+	long long v = -1;
+	int i;
+
+	for (i = 0; i < 400; i++) {
+		v = sysfs_num("stats/pinned");
+		if (v == want)
+			break;
+		usleep(50000);
+	}
+	return v;
+}
+
+/* Pages of fd's first blocks blocks that are resident. */
+static int resident(int fd, int first, int blocks)
+{
+	unsigned char vec[4096];
+	void *p = mmap(NULL, (size_t)(first + blocks) * 4096, PROT_READ, MAP_SHARED, fd, 0);
+	int i, n = 0;
+
+	if (p == MAP_FAILED || blocks > (int)sizeof(vec) || mincore(p, (size_t)(first + blocks) * 4096, vec))
+		return -1;
+	for (i = first; i < first + blocks; i++)
+		n += vec[i] & 1;
+	munmap(p, (size_t)(first + blocks) * 4096);
+	return n;
+}
+
+/* Drop the clean page cache (1), not the slab caches: those would run the module's shrinker too. */
+static void drop_caches(void)
+{
+	int i, fd;
+
+	sync();
+	for (i = 0; i < 2; i++) {
+		fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
+		if (fd < 0 || write(fd, "1", 1) != 1)
+			perror("drop_caches");
+		if (fd >= 0)
+			close(fd);
+	}
+}
+
+/*
+ * A loop of 1024 blocks with a budget of 512: its lowest 512 blocks are pinned and survive a cache drop;
+ * a smaller budget releases pins; truncation and unregistration release the rest.
+ */
+TEST_F_TIMEOUT(llmcache, pin_budget, 180)
+{
+	char path[256], sys[64];
+	__u64 id = 0;
+	int fd = scratch_file("loop", 1024, path, sizeof(path));
+
+	ASSERT_LE(0, fd);
+	drop_caches();
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, &id));
+	ASSERT_EQ(0, sysfs_write("pin_budget", "2097152"));
+	ASSERT_EQ(0, sweep(fd, 1024 * 4096, 3));
+	EXPECT_EQ(512, wait_pinned(512));
+	snprintf(sys, sizeof(sys), "files/%llu/pinned", (unsigned long long)id);
+	EXPECT_EQ(512, sysfs_num(sys));
+	drop_caches();
+	/* Unpinned pages may linger a moment (per-CPU LRU batches hold references); most must go. */
+	EXPECT_EQ(512, resident(fd, 0, 512)) TH_LOG("pinned blocks left the page cache");
+	EXPECT_GT(64, resident(fd, 512, 512)) TH_LOG("unpinned blocks stayed");
+
+	ASSERT_EQ(0, sysfs_write("enable", "0"));
+	EXPECT_EQ(0, sysfs_num("stats/pinned")) TH_LOG("disabling keeps pins");
+	ASSERT_EQ(0, sysfs_write("enable", "1"));
+	EXPECT_EQ(512, wait_pinned(512));
+	ASSERT_EQ(0, sysfs_write("pin_budget", "1048576"));
+	EXPECT_EQ(256, wait_pinned(256));
+	drop_caches();
+	EXPECT_EQ(256, resident(fd, 0, 256));
+	EXPECT_GT(64, resident(fd, 256, 256)) TH_LOG("released pins stayed");
+
+	ASSERT_EQ(0, ftruncate(fd, 0));
+	EXPECT_EQ(0, sysfs_num("stats/pinned")) TH_LOG("truncation keeps pins");
+	ASSERT_EQ(0, ftruncate(fd, 1024 * 4096));
+	ASSERT_EQ(0, sweep(fd, 1024 * 4096, 3));
+	EXPECT_EQ(256, wait_pinned(256));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_UNREGISTER, fd, NULL));
+	EXPECT_EQ(0, sysfs_num("stats/pinned"));
+
+	/* Pins held at unload are released by it (the fixture unloads). */
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
+	ASSERT_EQ(0, sweep(fd, 1024 * 4096, 3));
+	EXPECT_EQ(256, wait_pinned(256));
+	close(fd);
+	unlink(path);
+}
+
+/*
+ * Pins never cause an OOM: with a loop of 256 MiB pinned in a 1 GiB guest, a process that needs 800 MiB
+ * gets it, because the shrinker releases pins (longest-period loops' highest blocks first).
+ */
+TEST_F_TIMEOUT(llmcache, shrinker_releases_pins, 300)
+{
+	const size_t loop = 256 << 20, need = 800 << 20;
+	char path[256];
+	pid_t pid;
+	int fd = scratch_file("big", 0, path, sizeof(path)), status;
+	long long pinned;
+
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, ftruncate(fd, loop));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
+	ASSERT_EQ(0, sysfs_write("pin_budget", "268435456"));
+	ASSERT_EQ(0, sweep(fd, loop, 3));
+	pinned = wait_pinned(loop / 4096);
+	EXPECT_LT(loop / 4096 * 3 / 4, pinned) TH_LOG("only %lld pinned", pinned);
+	EXPECT_EQ(0, sysfs_num("stats/shrinker_released"));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		volatile char *p = malloc(need);
+		size_t i;
+
+		if (!p)
+			_exit(2);
+		for (i = 0; i < need; i += 4096)
+			p[i] = 1;
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status)) TH_LOG("the allocating process was killed (signal %d)", WTERMSIG(status));
+	TH_LOG("pinned %lld blocks, then %lld after the allocation; shrinker released %lld", pinned,
+	       sysfs_num("stats/pinned"), sysfs_num("stats/shrinker_released"));
+	EXPECT_LT(0, sysfs_num("stats/shrinker_released"));
+	EXPECT_GT(pinned, sysfs_num("stats/pinned"));
+	EXPECT_GE(loop / 4096, sysfs_num("stats/pinned"));
+	close(fd);
+	unlink(path);
+}
+
+/*
+ * 100 load/unload cycles while a process keeps registering a file and reading it: every cycle must load
+ * and unload cleanly, whatever the module was doing (the runner checks the kernel log).
+ */
+FIXTURE(churn) {
+	int unused;
+};
+FIXTURE_SETUP(churn) {}
+FIXTURE_TEARDOWN(churn) {}
+
+TEST_F_TIMEOUT(churn, load_unload_under_load, 300)
+{
+	char path[256];
+	int fd = scratch_file("churn", 256, path, sizeof(path)), i, status, stop[2];
+	pid_t pid;
+
+	ASSERT_LE(0, fd);
+	if (module_loaded())
+		ASSERT_EQ(0, module_unload());
+	ASSERT_EQ(0, pipe(stop));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		char c;
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(stop[1]);
+		fcntl(stop[0], F_SETFL, O_NONBLOCK);
+		while (read(stop[0], &c, 1) < 0) {
+			int dev = open(DEV, O_RDWR);
+
+			if (dev >= 0) {
+				ioc_file(dev, LLMCACHE_IOC_REGISTER, fd, NULL);
+				sysfs_write("pin_budget", "524288");
+				close(dev);
+			}
+			if (sweep(fd, 256 * 4096, 1))
+				_exit(1);
+		}
+		_exit(0);
+	}
+	close(stop[0]);
+	for (i = 0; i < 100; i++) {
+		int err = module_load("");
+
+		ASSERT_EQ(0, err) TH_LOG("cycle %d: load", i);
+		usleep(i % 10 * 1000);
+		/* The reader may hold /dev/llmcache open for a moment: retry the unload. */
+		while ((err = module_unload()) == -EAGAIN || err == -EBUSY)
+			usleep(1000);
+		ASSERT_EQ(0, err) TH_LOG("cycle %d: unload", i);
+		if (i % 25 == 24)
+			TH_LOG("%d cycles", i + 1);
+	}
+	close(stop[1]);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(fd);
+	unlink(path);
+}
+
+/* Run llmworkload with args; 0 when it exits 0. */
+static int llmworkload(const char *args)
+{
+	const char *bin = getenv("LLMCACHE_BIN");
+	char cmd[1024];
+
+	snprintf(cmd, sizeof(cmd), "%s/llmworkload %s >/dev/null", bin, args);
+	return system(cmd);
+}
+
+/*
+ * llmworkload's decoder on the ext4 scratch disk, files registered: the weights sweeps are LOOP, the
+ * tokenizer's random lookups after its start-up scan are HOT, the config read once is SEQ.
+ */
+TEST_F_TIMEOUT(llmcache, decoder_classes, 600)
+{
+	static const char *const names[] = { "config.bin", "tokenizer.bin", "weights.bin" };
+	const char *bin = getenv("LLMCACHE_BIN"), *scratch = getenv("LLMCACHE_SCRATCH");
+	struct llmcache_ioc_file_stats st[3];
+	char dir[256], args[512], path[512];
+	int fd[3], i;
+
+	if (!bin || !scratch)
+		SKIP(return, "LLMCACHE_BIN and LLMCACHE_SCRATCH name llmworkload and the scratch disk");
+	snprintf(dir, sizeof(dir), "%s/wl-%d", scratch, getpid());
+	snprintf(args, sizeof(args), "decoder --dir %s --weights-size 4MiB --tokenizer-size 256KiB "
+		 "--config-size 256KiB --access pread", dir);
+	snprintf(path, sizeof(path), "%s --tokens 1", args);
+	ASSERT_EQ(0, llmworkload(path)); /* creates the files */
+	for (i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "%s/decoder/%s", dir, names[i]);
+		fd[i] = open(path, O_RDONLY);
+		ASSERT_LE(0, fd[i]) TH_LOG("%s", path);
+		ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd[i], NULL));
+	}
+	snprintf(path, sizeof(path), "%s --tokens 6 --hot-reads 40 --drop-cache", args);
+	ASSERT_EQ(0, llmworkload(path));
+	for (i = 0; i < 3; i++) {
+		ASSERT_EQ(0, file_stats(self->dev, fd[i], &st[i]));
+		TH_LOG("%s: %llu accesses, SEQ %llu LOOP %llu HOT %llu, %llu pages added", names[i],
+		       (unsigned long long)st[i].accesses,
+		       (unsigned long long)st[i].class_blocks[LLMCACHE_CLASS_SEQ],
+		       (unsigned long long)st[i].class_blocks[LLMCACHE_CLASS_LOOP],
+		       (unsigned long long)st[i].class_blocks[LLMCACHE_CLASS_HOT], (unsigned long long)st[i].added);
+	}
+	/* config: 64 blocks read once: SEQ (its first blocks are HOT until the run grows), never LOOP. */
+	EXPECT_EQ(64, st[0].accesses);
+	EXPECT_EQ(0, st[0].class_blocks[LLMCACHE_CLASS_LOOP]);
+	EXPECT_LT(st[0].class_blocks[LLMCACHE_CLASS_HOT] * 8, st[0].class_blocks[LLMCACHE_CLASS_SEQ]);
+	/* tokenizer: a 64-block scan, then 240 random lookups that stay HOT. */
+	EXPECT_EQ(64 + 6 * 40, st[1].accesses);
+	EXPECT_LT(st[1].class_blocks[LLMCACHE_CLASS_SEQ], st[1].class_blocks[LLMCACHE_CLASS_HOT]);
+	EXPECT_LT(st[1].class_blocks[LLMCACHE_CLASS_LOOP], st[1].class_blocks[LLMCACHE_CLASS_HOT]);
+	/* weights: 6 sweeps of 1024 blocks; all but the first are LOOP. */
+	EXPECT_EQ(6 * 1024, st[2].accesses);
+	EXPECT_LE(5 * 1024, st[2].class_blocks[LLMCACHE_CLASS_LOOP]);
+	EXPECT_LT(0, st[2].added);
+	EXPECT_LT(0, sysfs_num("stats/loop_iterations"));
+	EXPECT_LT(0, sysfs_num("stats/loop_seqs"));
+	EXPECT_EQ(0, sysfs_num("stats/events_dropped"));
+	for (i = 0; i < 3; i++)
+		close(fd[i]);
+}
+
+int main(int argc, char **argv)
+{
+	if (geteuid())
+		ksft_exit_skip("llmcache: the kernel-module tests need root\n");
+	if (!ko_path())
+		ksft_exit_skip("llmcache: no module: set LLMCACHE_KO to llmcache.ko built for this kernel\n");
+	return test_harness_run(argc, argv);
+}

@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: MIT
+// llmcachectl status / register / unregister / set: the llmcache.ko interfaces, /sys/kernel/llmcache/
+// (read by anyone) and /dev/llmcache (root only). See Documentation/admin-guide.md.
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <sys/ioctl.h>
+#include <unistd.h>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "../../include/uapi/llmcache.h"
+#include "util/units.hpp"
+
+namespace po = boost::program_options;
+namespace units = llmcache::units;
+
+namespace {
+
+const std::string sysfs = LLMCACHE_SYSFS_DIR;
+const char *const not_loaded = "the llmcache module is not loaded: insmod build/kmod-$(uname -r)/llmcache.ko "
+			       "(see Documentation/admin-guide.md)";
+
+struct Failure {
+	std::string what;
+};
+
+// One sysfs value, newline stripped; throws when it cannot be read.
+std::string read_value(const std::string &name)
+{
+	std::ifstream in(sysfs + "/" + name);
+	std::string v;
+	if (!in || !std::getline(in, v))
+		throw Failure{"cannot read " + sysfs + "/" + name};
+	return v;
+}
+
+void require_loaded()
+{
+	if (access(sysfs.c_str(), F_OK))
+		throw Failure{not_loaded};
+}
+
+int open_device()
+{
+	require_loaded();
+	int dev = open("/dev/" LLMCACHE_DEV_NAME, O_RDWR | O_CLOEXEC);
+	if (dev < 0 && (errno == EACCES || errno == EPERM))
+		throw Failure{"/dev/" LLMCACHE_DEV_NAME " is root only: run as root"};
+	if (dev < 0)
+		throw Failure{std::string("cannot open /dev/" LLMCACHE_DEV_NAME ": ") + std::strerror(errno)};
+	return dev;
+}
+
+const char *const tunables[] = {"enable", "pin_budget", "hot_reserve", "bw", "t_ns", "hook_mode", "registered"};
+const char *const stats[] = {"accesses", "hits", "misses", "seq_blocks", "loop_blocks", "hot_blocks",
+			     "loop_iterations", "seqs_created", "seqs_recycled", "chunks_recycled", "pinned",
+			     "shrinker_released", "events_dropped", "seq_seqs", "loop_seqs", "hot_seqs"};
+const char *const file_fields[] = {"accesses", "seq_blocks", "loop_blocks", "hot_blocks", "added", "removed",
+				   "pinned"};
+
+std::string json_string(const std::string &s)
+{
+	std::string out = "\"";
+	for (char c : s) {
+		if (c == '"' || c == '\\')
+			out += '\\';
+		if (static_cast<unsigned char>(c) < 0x20) {
+			char buf[8];
+			std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+			out += buf;
+			continue;
+		}
+		out += c;
+	}
+	return out + "\"";
+}
+
+std::vector<std::string> file_ids()
+{
+	std::vector<std::string> ids;
+	if (DIR *d = opendir((sysfs + "/files").c_str())) {
+		while (dirent *e = readdir(d))
+			if (e->d_name[0] != '.')
+				ids.push_back(e->d_name);
+		closedir(d);
+	}
+	std::sort(ids.begin(), ids.end(), [](const std::string &a, const std::string &b) {
+		return std::stoull(a) < std::stoull(b);
+	});
+	return ids;
+}
+
+int status(const std::vector<std::string> &args)
+{
+	bool json = false;
+	po::options_description d("llmcachectl status: the module's settings, statistics and registered files");
+	d.add_options()("help,h", "show this help")("json", po::bool_switch(&json), "print JSON");
+	po::variables_map vm;
+	po::store(po::command_line_parser(args).options(d).run(), vm);
+	po::notify(vm);
+	if (vm.count("help")) {
+		std::cout << "Usage: llmcachectl status [--json]\n\n" << d
+			  << "\nEXAMPLES\n  llmcachectl status\n  llmcachectl status --json\n";
+		return 0;
+	}
+	require_loaded();
+	const char *sep = "";
+	if (json) {
+		std::printf("{");
+		for (const char *t : tunables) {
+			std::string v = read_value(t);
+			bool text = !std::strcmp(t, "hook_mode");
+			std::printf("%s\"%s\":%s", sep, t, text ? json_string(v).c_str() : v.c_str());
+			sep = ",";
+		}
+		std::printf(",\"stats\":{");
+		sep = "";
+		for (const char *s : stats) {
+			std::printf("%s\"%s\":%s", sep, s, read_value(std::string("stats/") + s).c_str());
+			sep = ",";
+		}
+		std::printf("},\"files\":[");
+		sep = "";
+		for (const auto &id : file_ids()) {
+			std::printf("%s{\"id\":%s,\"path\":%s", sep, id.c_str(),
+				    json_string(read_value("files/" + id + "/path")).c_str());
+			for (const char *f : file_fields)
+				std::printf(",\"%s\":%s", f, read_value("files/" + id + "/" + f).c_str());
+			std::printf("}");
+			sep = ",";
+		}
+		std::printf("]}\n");
+		return 0;
+	}
+	auto num = [](const std::string &name) { return std::stoull(read_value(name)); };
+	std::printf("llmcache.ko: %s, hooks %s, %s files registered\n", num("enable") ? "enabled" : "disabled",
+		    read_value("hook_mode").c_str(), read_value("registered").c_str());
+	std::printf("pin budget %s, hot reserve %s, BW %s/s, T %s\n", units::format_bytes(num("pin_budget")).c_str(),
+		    units::format_bytes(num("hot_reserve")).c_str(), units::format_bytes(num("bw")).c_str(),
+		    units::format_duration(num("t_ns")).c_str());
+	for (const char *s : stats)
+		std::printf("  %-18s %s\n", s, read_value(std::string("stats/") + s).c_str());
+	for (const auto &id : file_ids()) {
+		std::string p = "files/" + id + "/";
+		std::printf("file %s: %s\n  accesses %s (SEQ %s, LOOP %s, HOT %s), pinned %s\n", id.c_str(),
+			    read_value(p + "path").c_str(), read_value(p + "accesses").c_str(),
+			    read_value(p + "seq_blocks").c_str(), read_value(p + "loop_blocks").c_str(),
+			    read_value(p + "hot_blocks").c_str(), read_value(p + "pinned").c_str());
+	}
+	return 0;
+}
+
+int registration(const std::string &cmd, const std::vector<std::string> &args)
+{
+	bool reg = cmd == "register";
+	std::vector<std::string> paths;
+	po::options_description d, hidden;
+	d.add_options()("help,h", "show this help");
+	hidden.add_options()("path", po::value(&paths));
+	po::positional_options_description pos;
+	pos.add("path", -1);
+	po::options_description all;
+	all.add(d).add(hidden);
+	po::variables_map vm;
+	po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
+	po::notify(vm);
+	if (vm.count("help") || paths.empty()) {
+		std::printf("Usage: llmcachectl %s PATH...\n\n%s regular files %s llmcache.ko (root only).\n\n"
+			    "EXAMPLES\n  llmcachectl %s model/weights.bin model/tokenizer.bin\n",
+			    cmd.c_str(), reg ? "Register" : "Unregister", reg ? "with" : "from", cmd.c_str());
+		return vm.count("help") ? 0 : 2;
+	}
+	int dev = open_device(), failed = 0;
+	for (const auto &path : paths) {
+		int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			std::fprintf(stderr, "llmcachectl %s: %s: %s\n", cmd.c_str(), path.c_str(), std::strerror(errno));
+			failed++;
+			continue;
+		}
+		llmcache_ioc_file req{};
+		req.fd = fd;
+		if (ioctl(dev, reg ? LLMCACHE_IOC_REGISTER : LLMCACHE_IOC_UNREGISTER, &req)) {
+			const char *why = errno == EEXIST   ? "already registered"
+					  : errno == ENOENT ? "not registered"
+					  : errno == EINVAL ? "not a regular file"
+							    : std::strerror(errno);
+			std::fprintf(stderr, "llmcachectl %s: %s: %s\n", cmd.c_str(), path.c_str(), why);
+			failed++;
+		} else {
+			std::printf("%s %s (%s/files/%llu)\n", reg ? "registered" : "unregistered", path.c_str(),
+				    sysfs.c_str(), (unsigned long long)req.id);
+		}
+		close(fd);
+	}
+	close(dev);
+	return failed ? 1 : 0;
+}
+
+int set(const std::vector<std::string> &args)
+{
+	std::vector<std::string> settings;
+	po::options_description d, hidden;
+	d.add_options()("help,h", "show this help");
+	hidden.add_options()("setting", po::value(&settings));
+	po::positional_options_description pos;
+	pos.add("setting", -1);
+	po::options_description all;
+	all.add(d).add(hidden);
+	po::variables_map vm;
+	po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
+	po::notify(vm);
+	if (vm.count("help") || settings.empty()) {
+		std::printf("Usage: llmcachectl set NAME=VALUE...\n\nNames: enable (0 or 1), pin_budget and hot_reserve "
+			    "(bytes: 512MiB), bw (100MB/s), t (100ms).\n\nEXAMPLES\n"
+			    "  llmcachectl set pin_budget=512MiB hot_reserve=4MiB\n  llmcachectl set bw=1GB/s t=100ms\n");
+		return vm.count("help") ? 0 : 2;
+	}
+	require_loaded();
+	for (const auto &s : settings) {
+		auto eq = s.find('=');
+		if (eq == std::string::npos)
+			throw po::error("'" + s + "' is not NAME=VALUE");
+		std::string name = s.substr(0, eq), text = s.substr(eq + 1);
+		uint64_t v;
+		try {
+			if (name == "enable") {
+				if (text != "0" && text != "1")
+					throw std::invalid_argument("'" + text + "' is not 0 or 1");
+				v = text == "1";
+			} else if (name == "pin_budget" || name == "hot_reserve") {
+				v = units::parse_bytes(text);
+			} else if (name == "bw") {
+				v = units::parse_bandwidth(text);
+			} else if (name == "t" || name == "t_ns") {
+				name = "t_ns";
+				v = units::parse_duration_ns(text);
+			} else {
+				throw po::error("unknown setting '" + name + "': say enable, pin_budget, hot_reserve, bw or t");
+			}
+		} catch (const std::invalid_argument &e) {
+			throw po::error(name + ": " + e.what());
+		}
+		std::ofstream out(sysfs + "/" + name);
+		out << v << '\n';
+		out.flush();
+		if (!out)
+			throw Failure{"writing " + std::to_string(v) + " to " + sysfs + "/" + name + " failed" +
+				      (geteuid() ? ": run as root" : "")};
+		std::printf("%s = %llu\n", name.c_str(), (unsigned long long)v);
+	}
+	return 0;
+}
+
+int run(const std::string &cmd, int argc, char **argv)
+{
+	std::vector<std::string> args(argv + 1, argv + argc);
+	try {
+		if (cmd == "status")
+			return status(args);
+		if (cmd == "set")
+			return set(args);
+		return registration(cmd, args);
+	} catch (const po::error &e) {
+		std::fprintf(stderr, "llmcachectl %s: %s (see llmcachectl %s --help)\n", cmd.c_str(), e.what(), cmd.c_str());
+		return 2;
+	} catch (const Failure &f) {
+		std::fprintf(stderr, "llmcachectl %s: %s\n", cmd.c_str(), f.what.c_str());
+		return 1;
+	}
+}
+
+} // namespace
+
+int cmd_status(int argc, char **argv) { return run("status", argc, argv); }
+int cmd_register(int argc, char **argv) { return run("register", argc, argv); }
+int cmd_unregister(int argc, char **argv) { return run("unregister", argc, argv); }
+int cmd_set(int argc, char **argv) { return run("set", argc, argv); }
