@@ -3,12 +3,12 @@
 #include <cstdio>
 #include <cstring>
 
-int cmd_size(int argc, char **argv); // size.cpp
+int cmd_size(int argc, char **argv);       // size.cpp
 int cmd_status(int argc, char **argv);     // kmod.cpp
 int cmd_register(int argc, char **argv);   // kmod.cpp
 int cmd_unregister(int argc, char **argv); // kmod.cpp
 int cmd_set(int argc, char **argv);        // kmod.cpp
-int cmd_kv(int argc, char **argv);   // kv.cpp
+int cmd_kv(int argc, char **argv);         // kv.cpp
 
 namespace {
 
