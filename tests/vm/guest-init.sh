@@ -7,18 +7,19 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
-mount -t tmpfs tmp /tmp
+# /tmp stays the host's (read-only): the checkout under test may live there. Writable temporary files
+# go to a tmpfs under /run (TMPDIR), the workload files to the scratch disk.
 mount -t tmpfs run /run
-mkdir -p /run/vm /tmp/scratch
+mkdir -p /run/vm /run/scratch /run/tmp
 if mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 out /run/vm &&
-	modprobe virtio_blk && modprobe ext4 && mount -t ext4 /dev/vda /tmp/scratch; then
+	modprobe virtio_blk && modprobe ext4 && mount -t ext4 /dev/vda /run/scratch; then
 	sh /run/vm/cmd </dev/null >/run/vm/out 2>&1
 	echo $? >/run/vm/rc
 else
 	echo "guest-init: setting up the run directory or the scratch disk failed"
 fi
 dmesg >/run/vm/dmesg
-umount /tmp/scratch
+umount /run/scratch
 umount /run/vm
 sync
 exec /bin/busybox poweroff -f

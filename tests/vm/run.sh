@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # Run a command as root inside a VM booting one of Debian's packaged kernels under qemu (TCG).
 # The guest sees the host's root filesystem read-only over 9p (same paths, same binaries), a fresh ext4
-# scratch disk on virtio-blk at $LLMCACHE_SCRATCH (/tmp/scratch), and $LLMCACHE_KO, the llmcache.ko
+# scratch disk on virtio-blk at $LLMCACHE_SCRATCH (/run/scratch), and $LLMCACHE_KO, the llmcache.ko
 # built for its kernel (make kmod). The command's output comes back on stdout and its exit status is
 # ours. Fails (exit 125) if the guest's kernel log shows BUG, WARNING, Oops, a soft lockup or a hung
 # task, or if the guest does not finish within the timeout.
@@ -106,7 +106,7 @@ mkfs.ext4 -q -F -L llmcache-scratch "$run/scratch.img"
 	echo "export PATH=$(printf %q "$PATH")"
 	{ env | grep -E '^LLMCACHE_[A-Z_]*=' || true; } | while IFS= read -r kv; do echo "export ${kv%%=*}=$(printf %q "${kv#*=}")"; done
 	echo "export LLMCACHE_KO=$(printf %q "$build/kmod-$release/llmcache.ko")"
-	echo "export LLMCACHE_SCRATCH=/tmp/scratch LLMCACHE_VM_KERNEL=$release"
+	echo "export LLMCACHE_SCRATCH=/run/scratch TMPDIR=/run/tmp LLMCACHE_VM_KERNEL=$release"
 	printf 'exec'; printf ' %q' "$@"; echo
 } >"$run/cmd"
 
