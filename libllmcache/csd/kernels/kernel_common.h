@@ -71,6 +71,42 @@ static inline float csd_key(const uint32_t *words, uint64_t i, uint32_t dtype)
 
 static inline uint32_t csd_dtype_bytes(uint32_t dtype) { return dtype == CSD_FP32 ? 4 : 2; }
 
+/*
+ * Both kernels score against the query summed per KV-head group (grouped-query attention: the query
+ * heads that share a KV head add up, so one pass over the keys serves them all). Fills qg[0, dims) and
+ * returns dims = kv_heads * head_dim, or 0 when the shape exceeds the kernels' fixed bounds.
+ */
+static inline uint32_t csd_group_query(const float *q, uint32_t q_heads, uint32_t kv_heads, uint32_t head_dim,
+				       float qg[CSD_MAX_DIMS])
+{
+	if (q_heads == 0 || kv_heads == 0 || kv_heads > CSD_MAX_KV_HEADS || head_dim == 0 || head_dim > CSD_MAX_HEAD_DIM ||
+	    q_heads > CSD_MAX_Q_HEADS || q_heads % kv_heads != 0)
+		return 0;
+	const uint32_t dims = kv_heads * head_dim, group = q_heads / kv_heads;
+	for (uint32_t i = 0; i < CSD_MAX_DIMS; i++) {
+#ifdef __SYNTHESIS__
+#pragma HLS PIPELINE II = 1
+#endif
+		if (i >= dims)
+			break;
+		qg[i] = 0.0f;
+	}
+	for (uint32_t h = 0; h < CSD_MAX_Q_HEADS; h++) {
+		if (h >= q_heads)
+			break;
+		const uint32_t base = (h / group) * head_dim;
+		for (uint32_t d = 0; d < CSD_MAX_HEAD_DIM; d++) {
+#ifdef __SYNTHESIS__
+#pragma HLS PIPELINE II = 1
+#endif
+			if (d >= head_dim)
+				break;
+			qg[base + d] += q[h * head_dim + d];
+		}
+	}
+	return dims;
+}
+
 #ifndef __SYNTHESIS__
 // Host builds: every fp16 value as float (csd_half_to_float of its index), for hot host loops.
 const float *csd_host_half_table();

@@ -116,31 +116,9 @@ extern "C" void score_exact(const float *q, const uint32_t *keys, uint32_t n_tok
 #pragma HLS INTERFACE s_axilite port = return
 #endif
 	float qg[CSD_MAX_DIMS]; // the query summed per KV-head group, on-chip
-	if (q_heads == 0 || kv_heads == 0 || kv_heads > CSD_MAX_KV_HEADS || head_dim == 0 || head_dim > CSD_MAX_HEAD_DIM ||
-	    q_heads > CSD_MAX_Q_HEADS || q_heads % kv_heads != 0 || n_tokens > CSD_MAX_TOKENS || block_tokens == 0)
+	const uint32_t dims = csd_group_query(q, q_heads, kv_heads, head_dim, qg);
+	if (dims == 0 || n_tokens > CSD_MAX_TOKENS || block_tokens == 0)
 		return;
-	const uint32_t dims = kv_heads * head_dim, group = q_heads / kv_heads;
-	for (uint32_t i = 0; i < CSD_MAX_DIMS; i++) {
-#ifdef __SYNTHESIS__
-#pragma HLS PIPELINE II = 1
-#endif
-		if (i >= dims)
-			break;
-		qg[i] = 0.0f;
-	}
-	for (uint32_t h = 0; h < CSD_MAX_Q_HEADS; h++) {
-		if (h >= q_heads)
-			break;
-		const uint32_t base = (h / group) * head_dim;
-		for (uint32_t d = 0; d < CSD_MAX_HEAD_DIM; d++) {
-#ifdef __SYNTHESIS__
-#pragma HLS PIPELINE II = 1
-#endif
-			if (d >= head_dim)
-				break;
-			qg[base + d] += q[h * head_dim + d];
-		}
-	}
 	uint32_t blocks = 0;
 	for (uint32_t t = 0; t < CSD_MAX_TOKENS; t++) {
 #ifdef __SYNTHESIS__
