@@ -255,7 +255,7 @@ static bool seq_covers(const struct llc_core *c, uint16_t id, uint64_t file, uin
 	return id != LLC_NONE && s->live && s->file == file && s->start <= block && block <= s->end;
 }
 
-uint16_t llc_lookup(const struct llc_core *c, uint64_t file, uint64_t block)
+static inline uint16_t lookup(const struct llc_core *c, uint64_t file, uint64_t block)
 {
 	uint32_t id = chunk_find(c, file, block);
 	uint16_t seq;
@@ -264,6 +264,11 @@ uint16_t llc_lookup(const struct llc_core *c, uint64_t file, uint64_t block)
 		return LLC_NONE;
 	seq = c->chunks[id].seq[block % LLC_CHUNK_BLOCKS];
 	return seq_covers(c, seq, file, block) ? seq : LLC_NONE;
+}
+
+uint16_t llc_lookup(const struct llc_core *c, uint64_t file, uint64_t block)
+{
+	return lookup(c, file, block);
 }
 
 /* ---- sequence lists ------------------------------------------------------------------------------- */
@@ -576,7 +581,7 @@ struct llc_verdict llc_access(struct llc_core *c, uint64_t file, uint64_t block,
 
 	c->vtime++;
 	c->stats[LLMCACHE_STAT_ACCESSES]++;
-	prev = block ? llc_lookup(c, file, block - 1) : LLC_NONE;
+	prev = block ? lookup(c, file, block - 1) : LLC_NONE;
 	ch = chunk_get(c, file, block);
 	entry = ch->seq[block % LLC_CHUNK_BLOCKS];
 	cur = seq_covers(c, entry, file, block) ? entry : LLC_NONE;
