@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The simulator's baseline policies: hand-computed hit/miss sequences per policy ('H' hit, 'm' miss),
 // loop behaviour, and properties every policy must have (capacity bound, capacity 1, the OPT bound).
+#include "mixed_trace.hpp"
 #include "sim/policies.hpp"
 
 #include <algorithm>
@@ -87,19 +88,6 @@ uint64_t rnd(uint64_t n)
 	return (rng_state >> 33) % n;
 }
 
-// A mixed trace over 3 files of `len` blocks each: mostly sequential runs that wrap (loops), some jumps.
-std::vector<Request> mixed_trace(uint64_t len, size_t n)
-{
-	std::vector<Request> v;
-	uint64_t next[3] = {};
-	for (size_t i = 0; i < n; i++) {
-		uint32_t f = uint32_t(rnd(3));
-		uint64_t b = rnd(10) < 7 ? next[f] : rnd(len);
-		next[f] = (b + 1) % len;
-		v.push_back(req(b, f));
-	}
-	return v;
-}
 
 // Exhaustive optimum over at most 8 distinct keys (dynamic programming over cache contents).
 uint64_t brute_force_opt(const std::vector<uint64_t> &blocks, unsigned capacity, bool bypass)
@@ -455,7 +443,7 @@ static void every_policy_access__random_trace__never_holds_more_than_capacity(vo
 	// when probing began (a miss inserts only the probed block), so hits <= capacity.
 	for (uint64_t c : {1, 2, 7, 64, 300}) {
 		uint64_t len = std::max<uint64_t>(2, c);
-		auto rs = mixed_trace(len, 20 * 3 * len + 100);
+		auto rs = mixed_trace(rnd, req, len, 20 * 3 * len + 100);
 		size_t body = rs.size();
 		for (uint32_t f = 0; f < 3; f++)
 			for (uint64_t b = 0; b < len; b++)
@@ -474,7 +462,7 @@ static void every_policy_access__random_trace__never_holds_more_than_capacity(vo
 static void every_policy_access__random_trace__no_more_hits_than_belady(void **)
 {
 	for (uint64_t c : {1, 3, 16, 100}) {
-		auto rs = mixed_trace(std::max<uint64_t>(2, c), 20000);
+		auto rs = mixed_trace(rnd, req, std::max<uint64_t>(2, c), 20000);
 		uint64_t opt = hits(run(*make_belady_bypass(c, {}), rs));
 		uint64_t classic = hits(run(*make_belady_classic(c, {}), rs));
 		assert_true(classic <= opt);

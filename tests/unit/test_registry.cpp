@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // make_policy() and policy_names(): every name builds its policy, bad names and capacities are refused,
 // and every registered policy (llm included) respects its capacity and the offline optimum.
+#include "mixed_trace.hpp"
 #include "sim/policies.hpp"
 
 #include <algorithm>
@@ -26,19 +27,6 @@ uint64_t rnd(uint64_t n)
 	return (rng_state >> 33) % n;
 }
 
-// Three files of `len` blocks: mostly sequential runs that wrap around (loops), some random jumps.
-std::vector<Request> mixed_trace(uint64_t len, size_t n)
-{
-	std::vector<Request> v;
-	uint64_t next[3] = {};
-	for (size_t i = 0; i < n; i++) {
-		uint32_t f = uint32_t(rnd(3));
-		uint64_t b = rnd(10) < 7 ? next[f] : rnd(len);
-		next[f] = (b + 1) % len;
-		v.push_back(req(b, f));
-	}
-	return v;
-}
 
 uint64_t hits(Policy &p, const std::vector<Request> &rs, size_t from = 0)
 {
@@ -97,7 +85,7 @@ static void every_registered_policy__mixed_trace__within_capacity_and_optimum(vo
 {
 	for (uint64_t c : {1, 8, 100}) {
 		uint64_t len = std::max<uint64_t>(2, c);
-		auto rs = mixed_trace(len, 40 * len + 200);
+		auto rs = mixed_trace(rnd, req, len, 40 * len + 200);
 		size_t body = rs.size();
 		for (uint32_t f = 0; f < 3; f++) // probe every block once: hits only on blocks cached before
 			for (uint64_t b = 0; b < len; b++)

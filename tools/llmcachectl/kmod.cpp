@@ -158,25 +158,33 @@ int status(const std::vector<std::string> &args)
 	return 0;
 }
 
-int registration(const std::string &cmd, const std::vector<std::string> &args)
+// The arguments of a command that takes only --help and a list of words: fills values, returns
+// whether --help was given. Throws po::error on an unknown option.
+bool positionals(const std::vector<std::string> &args, std::vector<std::string> &values)
 {
-	bool reg = cmd == "register";
-	std::vector<std::string> paths;
 	po::options_description d, hidden;
 	d.add_options()("help,h", "show this help");
-	hidden.add_options()("path", po::value(&paths));
+	hidden.add_options()("value", po::value(&values));
 	po::positional_options_description pos;
-	pos.add("path", -1);
+	pos.add("value", -1);
 	po::options_description all;
 	all.add(d).add(hidden);
 	po::variables_map vm;
 	po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
 	po::notify(vm);
-	if (vm.count("help") || paths.empty()) {
+	return vm.count("help") > 0;
+}
+
+int registration(const std::string &cmd, const std::vector<std::string> &args)
+{
+	bool reg = cmd == "register";
+	std::vector<std::string> paths;
+	const bool help = positionals(args, paths);
+	if (help || paths.empty()) {
 		std::printf("Usage: llmcachectl %s PATH...\n\n%s regular files %s llmcache.ko (root only).\n\n"
 			    "EXAMPLES\n  llmcachectl %s model/weights.bin model/tokenizer.bin\n",
 			    cmd.c_str(), reg ? "Register" : "Unregister", reg ? "with" : "from", cmd.c_str());
-		return vm.count("help") ? 0 : 2;
+		return help ? 0 : 2;
 	}
 	int dev = open_device(), failed = 0;
 	for (const auto &path : paths) {
@@ -208,21 +216,12 @@ int registration(const std::string &cmd, const std::vector<std::string> &args)
 int set(const std::vector<std::string> &args)
 {
 	std::vector<std::string> settings;
-	po::options_description d, hidden;
-	d.add_options()("help,h", "show this help");
-	hidden.add_options()("setting", po::value(&settings));
-	po::positional_options_description pos;
-	pos.add("setting", -1);
-	po::options_description all;
-	all.add(d).add(hidden);
-	po::variables_map vm;
-	po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
-	po::notify(vm);
-	if (vm.count("help") || settings.empty()) {
+	const bool help = positionals(args, settings);
+	if (help || settings.empty()) {
 		std::printf("Usage: llmcachectl set NAME=VALUE...\n\nNames: enable (0 or 1), pin_budget and hot_reserve "
 			    "(bytes: 512MiB), bw (100MB/s), t (100ms).\n\nEXAMPLES\n"
 			    "  llmcachectl set pin_budget=512MiB hot_reserve=4MiB\n  llmcachectl set bw=1GB/s t=100ms\n");
-		return vm.count("help") ? 0 : 2;
+		return help ? 0 : 2;
 	}
 	require_loaded();
 	for (const auto &s : settings) {
