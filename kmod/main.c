@@ -234,6 +234,7 @@ static int __init llc_init(void)
 	return 0;
 dev:
 	llc_dev_exit();
+	llc_auto_exit();
 sysfs:
 	llc_sysfs_exit();
 pin:
