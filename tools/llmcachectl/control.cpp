@@ -27,6 +27,14 @@ namespace {
 constexpr uint64_t unknown_stall = ~0ULL; // the module's stall when BW is unknown
 const po::positional_options_description no_positionals; // words that are not options are errors
 
+// Bandwidth in decimal MB/s, as storage is rated (and as `llmcachectl size` prints it).
+std::string mbps(uint64_t bytes_per_s)
+{
+	char buf[32];
+	std::snprintf(buf, sizeof(buf), "%.1f MB/s", bytes_per_s / 1e6);
+	return buf;
+}
+
 std::string path_of(uint64_t id)
 {
 	try {
@@ -89,10 +97,10 @@ int loops(const std::vector<std::string> &args)
 		std::printf("]}\n");
 		return 0;
 	}
-	std::printf("BW %s/s (%s), T %s (%s); measured: BW %s/s, T %s\n",
-		    req.bw ? units::format_bytes(req.bw).c_str() : "unknown", bw_measured ? "measured" : "set",
+	std::printf("BW %s (%s), T %s (%s); measured: BW %s, T %s\n",
+		    req.bw ? mbps(req.bw).c_str() : "unknown", bw_measured ? "measured" : "set",
 		    units::format_duration(req.t_ns).c_str(), t_measured ? "measured" : "set",
-		    req.bw_measured ? units::format_bytes(req.bw_measured).c_str() : "none yet",
+		    req.bw_measured ? mbps(req.bw_measured).c_str() : "none yet",
 		    req.t_measured_ns ? units::format_duration(req.t_measured_ns).c_str() : "none yet");
 	if (table.empty()) {
 		std::printf("no loops in the registered files\n");
