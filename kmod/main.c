@@ -105,6 +105,7 @@ void llc_feed_cache(struct folio *folio, bool added)
 		if (added) {
 			f->added += blocks;
 			llc.stats[LLMCACHE_STAT_MISSES] += blocks;
+			llc_bw_sample(blocks, ktime_get_ns());
 			kick = READ_ONCE(f->planned);
 		} else {
 			f->removed += blocks;
@@ -176,6 +177,7 @@ void llc_unregister(struct llc_file *f)
 	llc.nr_files--;
 	llc_update_active();
 	llc_unpin_all(f);
+	llc_loops_file_del(f);
 	kobject_put(&f->kobj); /* release: fput, then kfree after an RCU grace period */
 }
 
@@ -232,6 +234,7 @@ static int __init llc_init(void)
 	return 0;
 dev:
 	llc_dev_exit();
+	llc_auto_exit();
 sysfs:
 	llc_sysfs_exit();
 pin:
@@ -247,6 +250,7 @@ static void __exit llc_exit(void)
 
 	llc_hooks_exit();
 	llc_dev_exit();
+	llc_auto_exit(); /* registers no more files */
 	mutex_lock(&llc_reg_mutex);
 	list_for_each_entry_safe(f, tmp, &llc_files_list, list)
 		llc_unregister(f);
