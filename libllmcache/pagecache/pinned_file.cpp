@@ -34,6 +34,9 @@ int PinnedFile::open(const std::string &path, std::unique_ptr<PinnedFile> &out, 
 		if (m == MAP_FAILED)
 			return err = "cannot map " + path + ": " + std::strerror(errno), -errno;
 		f->map_ = static_cast<uint8_t *>(m);
+		// No readahead through this mapping: a fault of mlock() on a page the engine's readahead marked
+		// would start the next readahead window here, read by the daemon and charged to its cgroup.
+		madvise(m, f->blocks_ * BS, MADV_RANDOM);
 	}
 	f->is_locked_.assign(f->blocks_, 0);
 	out = std::move(f);
@@ -123,36 +126,47 @@ int PinnedFile::apply(const std::vector<Range> &want, uint64_t allow, std::strin
 		set(b, e - b, false);
 		b = e;
 	}
-	// Lock runs of resident, planned, unlocked blocks.
-	std::vector<unsigned char> vec;
-	for (const Range &r : want) {
-		const uint64_t first = std::min(r.first, blocks_), end = std::min(r.first + r.count, blocks_);
-		if (first >= end || !allow)
-			continue;
-		vec.resize(end - first);
-		if (mincore(map_ + first * BS, (end - first) * BS, vec.data()))
-			return err = "mincore on " + path_ + " failed: " + std::strerror(errno), -errno;
-		for (uint64_t b = first; b < end && allow;) {
-			if (is_locked_[b] || !(vec[b - first] & 1)) {
-				b++;
-				continue;
-			}
-			uint64_t e = b;
-			while (e < end && e - b < allow && !is_locked_[e] && (vec[e - first] & 1))
-				e++;
-			if (mlock(map_ + b * BS, (e - b) * BS)) {
-				const int e_ = errno;
-				munlock(map_ + b * BS, (e - b) * BS); // a failed mlock may have locked part of the run
-				err = "mlock of " + std::to_string((e - b) * BS) + " bytes of " + path_ + " failed: " +
-				      std::strerror(e_) +
-				      (e_ == ENOMEM || e_ == EAGAIN ? " (RLIMIT_MEMLOCK reached? grant CAP_IPC_LOCK or lower "
-								     "--pin-budget)" : "");
-				return -e_;
-			}
-			set(b, e - b, true);
-			allow -= e - b;
-			b = e;
+	// Lock runs of resident, planned, unlocked blocks. A page evicted between mincore() and mlock() would
+	// be read back by mlock() and charged to the daemon's memory cgroup: ask mincore() just before, a
+	// window of WINDOW blocks at a time.
+	constexpr uint64_t WINDOW = 128;
+	unsigned char vec[WINDOW];
+	for (const Range &r : want)
+		for (uint64_t w = std::min(r.first, blocks_), end = std::min(r.first + r.count, blocks_); w < end && allow;
+		     w += WINDOW) {
+			const uint64_t first = w, wend = std::min(end, w + WINDOW);
+			if (std::find(is_locked_.begin() + long(first), is_locked_.begin() + long(wend), 0) ==
+			    is_locked_.begin() + long(wend))
+				continue; // all locked already
+			if (mincore(map_ + first * BS, (wend - first) * BS, vec))
+				return err = "mincore on " + path_ + " failed: " + std::strerror(errno), -errno;
+			if (int e = lock_window(first, wend, vec, allow, err); e < 0)
+				return e;
 		}
+	return 0;
+}
+
+int PinnedFile::lock_window(uint64_t first, uint64_t end, const unsigned char *vec, uint64_t &allow, std::string &err)
+{
+	for (uint64_t b = first; b < end && allow;) {
+		if (is_locked_[b] || !(vec[b - first] & 1)) {
+			b++;
+			continue;
+		}
+		uint64_t e = b;
+		while (e < end && e - b < allow && !is_locked_[e] && (vec[e - first] & 1))
+			e++;
+		if (mlock(map_ + b * BS, (e - b) * BS)) {
+			const int x = errno;
+			munlock(map_ + b * BS, (e - b) * BS); // a failed mlock may have locked part of the run
+			err = "mlock of " + std::to_string((e - b) * BS) + " bytes of " + path_ + " failed: " + std::strerror(x) +
+			      (x == ENOMEM || x == EAGAIN ? " (RLIMIT_MEMLOCK reached? grant CAP_IPC_LOCK or lower --pin-budget)"
+							  : "");
+			return -x;
+		}
+		set(b, e - b, true);
+		allow -= e - b;
+		b = e;
 	}
 	return 0;
 }

@@ -52,6 +52,8 @@ private:
 	PinnedFile() = default;
 	void set(uint64_t first, uint64_t count, bool lock);
 	void unmap_unlocked();
+	// Lock the resident (vec, from mincore) unlocked runs of [first, end), at most allow blocks.
+	int lock_window(uint64_t first, uint64_t end, const unsigned char *vec, uint64_t &allow, std::string &err);
 
 	std::string path_;
 	int fd_ = -1;
