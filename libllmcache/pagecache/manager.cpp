@@ -145,9 +145,16 @@ void Manager::on_access(const llmcache_access &a)
 uint64_t Manager::budget_blocks() const
 {
 	uint64_t b = o_.pin_budget / BS;
-	if (memcg_limit_ != UINT64_MAX)
-		b = std::min(b, memcg_limit_ > o_.memcg_headroom ? (memcg_limit_ - o_.memcg_headroom) / BS : 0);
-	return b;
+	if (memcg_limit_ == UINT64_MAX)
+		return b;
+	// Reclaim has to unmap an mmap engine's pages and age their accessed bits: with the pins too close
+	// to the limit it fails and the engine is OOM-killed (seen with 8-16 MiB under 128 MiB). Such an
+	// engine gets at least a quarter of its limit.
+	uint64_t headroom = o_.memcg_headroom;
+	for (const File &f : files_)
+		if (!f.mappers.empty())
+			headroom = std::max(headroom, memcg_limit_ / 4);
+	return std::min(b, memcg_limit_ > headroom ? (memcg_limit_ - headroom) / BS : 0);
 }
 
 uint64_t Manager::pinned_blocks() const
