@@ -86,6 +86,7 @@ int Manager::add_file(const std::string &path, std::string &err, uint64_t expect
 		return 0; // automatic mode leaves small files alone
 	if (const uint32_t *k = by_id_.find(id); k && *k)
 		return 0; // the same file under another name
+	readahead_ = std::max(readahead_, readahead_bytes(pf->dev()));
 	files_.emplace_back();
 	files_.back().pf = std::move(pf);
 	by_id_.put(id, uint32_t(files_.size()));
@@ -150,7 +151,9 @@ uint64_t Manager::budget_blocks() const
 	// Reclaim has to unmap an mmap engine's pages and age their accessed bits: with the pins too close
 	// to the limit it fails and the engine is OOM-killed (seen with 8-16 MiB under 128 MiB). Such an
 	// engine gets at least a quarter of its limit.
-	uint64_t headroom = o_.memcg_headroom;
+	// A read()-based engine needs room for its readahead: the current and the next window, and one for
+	// everything else (with 8 MiB windows, 12 MiB of room thrashed and 24 MiB did not).
+	uint64_t headroom = std::max(o_.memcg_headroom, 3 * readahead_);
 	for (const File &f : files_)
 		if (!f.mappers.empty())
 			headroom = std::max(headroom, memcg_limit_ / 4);
@@ -181,13 +184,34 @@ void Manager::tick(uint64_t now_ns)
 	for (uint32_t i = 0; i < n; i++)
 		if (plan[i].file >= 1 && plan[i].file <= files_.size())
 			want[plan[i].file - 1].push_back({plan[i].first, plan[i].count});
+	// Pins are sticky: a pinned block stays while it belongs to a LOOP sequence and the budget holds, and
+	// new pins follow the plan within what is left. An mmap engine does not fault on pinned pages again,
+	// so the core sees its loop in pieces whose periods and order change from one iteration to the next:
+	// following each new plan exactly would unpin and re-read the same blocks over and over.
 	std::string err;
-	for (size_t i = 0; i < files_.size(); i++) {
-		const uint64_t before = files_[i].pf->locked();
-		files_[i].pf->apply(want[i], 0, err);
-		released_ += before - files_[i].pf->locked();
+	std::vector<std::vector<Range>> keep = want;
+	for (size_t i = 0; i < files_.size(); i++)
+		for (const Range &r : files_[i].pf->locked_runs())
+			for (uint64_t b = r.first; b < r.first + r.count; b++) {
+				const uint16_t id = llc_lookup(core_, i + 1, b);
+				if (!id || llc_seq_get(core_, id)->cls != LLMCACHE_CLASS_LOOP)
+					continue;
+				if (!keep[i].empty() && keep[i].back().first + keep[i].back().count == b)
+					keep[i].back().count++;
+				else
+					keep[i].push_back({b, 1});
+			}
+	uint64_t kept = 0;
+	for (int strict = 0; strict < 2; strict++) { // the plan alone when the budget shrank below the pins
+		for (size_t i = 0; i < files_.size(); i++) {
+			const uint64_t before = files_[i].pf->locked();
+			files_[i].pf->apply(strict ? want[i] : keep[i], 0, err);
+			released_ += before - files_[i].pf->locked();
+		}
+		if ((kept = pinned_blocks()) <= budget)
+			break;
 	}
-	uint64_t left = budget > pinned_blocks() ? budget - pinned_blocks() : 0;
+	uint64_t left = budget > kept ? budget - kept : 0;
 	for (size_t i = 0; i < files_.size() && left; i++) {
 		const uint64_t before = files_[i].pf->locked();
 		if (files_[i].pf->apply(want[i], left, err) < 0 && !warned_mlock_) {

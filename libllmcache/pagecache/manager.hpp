@@ -36,7 +36,8 @@ struct Options {
 	uint64_t bw = 100'000'000;            // storage bandwidth, bytes/s (sizing rule)
 	uint64_t t_ns = 100'000'000;          // allowed fetch delay per iteration (sizing rule)
 	uint64_t scan_idle_ns = 1'000'000'000; // a SEQ untouched this long is a finished scan
-	uint64_t memcg_headroom = 16ull << 20; // budget cap = engine's memcg limit - this (mmap: limit / 4 at least)
+	uint64_t memcg_headroom = 16ull << 20; // budget cap = engine's memcg limit - this; at least 3 readahead
+					      // windows, and a quarter of the limit for mmap engines
 	bool automatic = false;               // manage every file the feed names
 	uint64_t min_size = 0;                // automatic mode: smaller files are left alone
 	std::vector<std::string> manage;      // files managed from the start
@@ -88,6 +89,7 @@ private:
 	llmcache::sim::FlatMap<uint32_t> by_id_{64}; // (dev, inode) -> key; 0: not managed
 	std::vector<SeqState> seqs_;
 	std::vector<uint32_t> pids_;             // engines seen, for the memcg cap
+	uint64_t readahead_ = 0; // the largest readahead window of the managed files' devices
 	uint64_t memcg_limit_ = UINT64_MAX, released_ = 0, cold_denied_ = 0, last_prune_ns_ = 0;
 	bool plan_dirty_ = false, warned_mlock_ = false, warned_cold_ = false;
 };

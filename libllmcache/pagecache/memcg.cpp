@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "pagecache/memcg.hpp"
 
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -48,6 +49,18 @@ uint64_t memcg_limit(pid_t pid)
 	} catch (...) {
 		return UINT64_MAX;
 	}
+}
+
+uint64_t readahead_bytes(dev_t dev)
+{
+	const std::string base = "/sys/dev/block/" + std::to_string(major(dev)) + ":" + std::to_string(minor(dev));
+	for (const char *q : {"/queue/read_ahead_kb", "/../queue/read_ahead_kb"}) // a disk, or a partition of one
+		if (std::ifstream in(base + q); in) {
+			uint64_t kb = 0;
+			if (in >> kb)
+				return kb << 10;
+		}
+	return 0;
 }
 
 } // namespace llmcache::pagecache

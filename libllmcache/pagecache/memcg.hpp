@@ -21,4 +21,8 @@ std::string memcg_limit_file(std::string_view proc_pid_cgroup);
 // The limit of pid's memory cgroup in bytes; UINT64_MAX when it is unlimited or unknown.
 uint64_t memcg_limit(pid_t pid);
 
+// The readahead window of the block device that holds a file system (st_dev), in bytes; 0 if unknown.
+// An engine streaming a file keeps up to two windows in flight: the pins must leave room for them.
+uint64_t readahead_bytes(dev_t dev);
+
 } // namespace llmcache::pagecache

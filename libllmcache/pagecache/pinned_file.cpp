@@ -98,6 +98,17 @@ void PinnedFile::unmap_unlocked()
 	}
 }
 
+std::vector<Range> PinnedFile::locked_runs() const
+{
+	std::vector<Range> out;
+	for (uint64_t b = 0; b < blocks_; b++)
+		if (is_locked_[b] && !out.empty() && out.back().first + out.back().count == b)
+			out.back().count++;
+		else if (is_locked_[b])
+			out.push_back({b, 1});
+	return out;
+}
+
 int PinnedFile::apply(const std::vector<Range> &want, uint64_t allow, std::string &err)
 {
 	struct Unmap {

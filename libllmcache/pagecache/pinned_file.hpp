@@ -43,6 +43,7 @@ public:
 	uint64_t blocks() const { return blocks_; }
 	uint64_t resident(uint64_t first, uint64_t count) const; // mincore()
 	uint64_t locked_in(uint64_t first, uint64_t count) const;
+	std::vector<Range> locked_runs() const;
 	int fd() const { return fd_; }
 	dev_t dev() const { return dev_; }
 	ino_t inode() const { return inode_; }
