@@ -10,13 +10,17 @@
 # (getrusage ru_inblock of the run, through /usr/bin/time %I: the read I/O the engine waited for,
 # start-up files included); with llmcached, the blocks S it pinned, the analytic floor (N - S) blocks per
 # token, where the pins were charged (the engine's memory cgroup, or the daemon's) and what the daemon
-# read itself. Needs root, BPF and a memory cgroup (v1 or v2). Documentation/evaluation.md has figures.
+# read itself. Then the same with the disk throttled to THROTTLE bytes/s (200 MB/s by default, an eMMC-
+# class device: the paper's premise that storage is the bottleneck) for the engines of both modes
+# (cgroup v1 blkio.throttle.read_bps_device, or v2 io.max), with TOKENS_THROTTLED tokens per run.
+# Needs root, BPF and a memory cgroup (v1 or v2). Documentation/evaluation.md has figures.
 # Usage: scripts/bench-bpf-mode.sh BIN_DIR [RESULTS_DIR] [RUNS]
 set -euo pipefail
 bin=${1:?usage: bench-bpf-mode.sh BIN_DIR [RESULTS_DIR] [RUNS]}
 out=${2:-results}/bench-bpf-mode
 runs=${3:-3}
 weights=${LLMCACHE_BENCH_WEIGHTS_MIB:-192} limit=${LLMCACHE_BENCH_LIMIT_MIB:-128} tokens=${LLMCACHE_BENCH_TOKENS:-20}
+throttle=${LLMCACHE_BENCH_THROTTLE:-200000000} tokens_throttled=${LLMCACHE_BENCH_TOKENS_THROTTLED:-8}
 if [ "$(id -u)" -ne 0 ]; then echo "bench-bpf-mode.sh: skipped: needs root (llmcached loads a BPF program)"; exit 0; fi
 [ -x "$bin/llmcached" ] && [ -x "$bin/llmtrace" ] || { echo "bench-bpf-mode.sh: skipped: built without BPF"; exit 0; }
 mkdir -p "$out"
@@ -32,7 +36,7 @@ fi
 daemon=
 cleanup() {
 	[ -z "$daemon" ] || { kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null || true; }
-	rmdir "$cgroot"/llmcache-bench-$$-* 2>/dev/null || true
+	rmdir "$cgroot"/llmcache-bench-$$-* /sys/fs/cgroup/blkio/llmcache-bench-$$-* 2>/dev/null || true
 }
 trap cleanup EXIT
 field() { grep -oE "(^| )$2=[0-9.]+" <<<"$1" | cut -d= -f2; }
@@ -43,10 +47,28 @@ for mode in stock llmcached; do
 done
 files=("$out/files-llmcached"/decoder/*.bin)
 
+# The whole disk under the files (throttling applies to disks, not partitions), as MAJ:MIN.
+devno=$(stat -c %d "${files[0]}")
+sysdev=/sys/dev/block/$(( (devno >> 8) & 0xfff )):$(( (devno & 0xff) | ((devno >> 12) & 0xfff00) ))
+[ ! -e "$sysdev/partition" ] || sysdev=$(readlink -f "$sysdev/..")
+disk=$(cat "$sysdev/dev" 2>/dev/null || true)
+blkio() { # mode, bytes/s (0: none): the cgroup that throttles the engine's reads, or nothing
+	local dir
+	[ "$2" != 0 ] && [ -n "$disk" ] || return 0
+	if [ -d /sys/fs/cgroup/blkio ]; then
+		dir=/sys/fs/cgroup/blkio/llmcache-bench-$$-$1
+		mkdir -p "$dir" && echo "$disk $2" >"$dir/blkio.throttle.read_bps_device" && echo "$dir"
+	elif [ "$limit_file" = memory.max ]; then
+		echo +io >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
+		echo "$disk rbps=$2" >"$cgroot/llmcache-bench-$$-$1/io.max" 2>/dev/null || true
+	fi
+}
 run() { # mode, tokens, access, extra...: prints "tokens_per_s inblock_bytes"
 	local mode=$1 t=$2 access=$3; shift 3
 	local o
-	o=$(sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cgroot/llmcache-bench-$$-$mode" \
+	o=$(sh -c 'for d; do [ "$d" = -- ] && break; echo $$ > "$d/cgroup.procs" || exit 1; done
+		while [ "$1" != -- ]; do shift; done; shift; exec "$@"' _ "$cgroot/llmcache-bench-$$-$mode" \
+		${blkdir[$mode]:+"${blkdir[$mode]}"} -- \
 		/usr/bin/time -f "%I" -o "$out/time" "$bin/llmworkload" decoder --dir "$out/files-$mode" \
 		--weights-size "${weights}MiB" --tokens "$t" --access "$access" "$@")
 	echo "$(field "$o" tokens_per_s) $(( $(tail -n 1 "$out/time") * 512 ))"
@@ -67,11 +89,16 @@ json_num() { grep -oE "\"$2\":[0-9]+" <<<"$1" | head -n 1 | cut -d: -f2; }
 
 echo "machine: $(nproc) cores, $(uname -r), $(free -g | awk '/^Mem/ {print $2}') GiB; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "decoder: weights ${weights} MiB (N = $n_blocks blocks), memory cgroup limit ${limit} MiB, $tokens tokens x $runs runs"
-printf '%-6s %-10s %9s %14s %10s %21s  %s\n' access mode tokens/s "MB read/token" "pinned S" "floor (N-S) MB/token" notes
+printf '%-6s %-9s %-10s %9s %14s %10s %21s  %s\n' access disk mode tokens/s "MB read/token" "pinned S" "floor (N-S) MB/token" notes
+declare -A blkdir=()
+for bps in 0 ${throttle}; do
+[ "$bps" = 0 ] || [ -n "$disk" ] || { echo "no disk found under ${files[0]}: no throttled runs"; break; }
+[ "$bps" = 0 ] || tokens=$tokens_throttled
 for access in ${LLMCACHE_BENCH_ACCESS:-pread mmap}; do
 	for mode in stock llmcached; do
 		mkdir "$cgroot/llmcache-bench-$$-$mode"
 		echo $((limit << 20)) >"$cgroot/llmcache-bench-$$-$mode/$limit_file"
+		blkdir[$mode]=$(blkio $mode "$bps")
 		rm -f "$out/$mode.tps" "$out/$mode.bytes"
 	done
 	start_daemon
@@ -101,8 +128,10 @@ for access in ${LLMCACHE_BENCH_ACCESS:-pread mmap}; do
 			notes+=" pins charged to the engine's cgroup: $((${unevictable:-0} >> 20)) of $((pinned * 4096 >> 20)) MiB;"
 			notes+=" llmcached read $((daemon_read >> 20)) MiB itself"
 		fi
-		printf '%-6s %-10s %9s %14s %10s %21s  %s\n' "$access" "$mode" "${tps[$mode]}" "$mb" "$p" "$floor" "$notes"
-		echo "$mode tokens/s: $(tr '\n' ' ' <"$out/$mode.tps")" >>"$out/runs.txt"
-		rmdir "$cgroot/llmcache-bench-$$-$mode"
+		printf '%-6s %-9s %-10s %9s %14s %10s %21s  %s\n' "$access" "$([ "$bps" = 0 ] && echo as-is || echo "$((bps / 1000000))MB/s")" \
+			"$mode" "${tps[$mode]}" "$mb" "$p" "$floor" "$notes"
+		echo "$access $bps $mode tokens/s: $(tr '\n' ' ' <"$out/$mode.tps")" >>"$out/runs.txt"
+		rmdir "$cgroot/llmcache-bench-$$-$mode" ${blkdir[$mode]:+"${blkdir[$mode]}"}
 	done
+done
 done

@@ -143,21 +143,26 @@ void Manager::on_access(const llmcache_access &a)
 	}
 }
 
-uint64_t Manager::budget_blocks() const
+uint64_t Manager::headroom() const
 {
-	uint64_t b = o_.pin_budget / BS;
-	if (memcg_limit_ == UINT64_MAX)
-		return b;
+	// A read()-based engine needs room for its readahead: the current and the next window, and one for
+	// everything else (with 8 MiB windows, 12 MiB of room thrashed and 24 MiB did not).
+	uint64_t h = std::max(o_.memcg_headroom, 3 * readahead_);
 	// Reclaim has to unmap an mmap engine's pages and age their accessed bits: with the pins too close
 	// to the limit it fails and the engine is OOM-killed (seen with 8-16 MiB under 128 MiB). Such an
 	// engine gets at least a quarter of its limit.
-	// A read()-based engine needs room for its readahead: the current and the next window, and one for
-	// everything else (with 8 MiB windows, 12 MiB of room thrashed and 24 MiB did not).
-	uint64_t headroom = std::max(o_.memcg_headroom, 3 * readahead_);
 	for (const File &f : files_)
-		if (!f.mappers.empty())
-			headroom = std::max(headroom, memcg_limit_ / 4);
-	return std::min(b, memcg_limit_ > headroom ? (memcg_limit_ - headroom) / BS : 0);
+		if (!f.mappers.empty() && memcg_limit_ != UINT64_MAX)
+			h = std::max(h, memcg_limit_ / 4);
+	return h;
+}
+
+uint64_t Manager::budget_blocks() const
+{
+	const uint64_t b = o_.pin_budget / BS, h = headroom();
+	if (memcg_limit_ == UINT64_MAX)
+		return b;
+	return std::min(b, memcg_limit_ > h ? (memcg_limit_ - h) / BS : 0);
 }
 
 uint64_t Manager::pinned_blocks() const
@@ -222,6 +227,28 @@ void Manager::tick(uint64_t now_ns)
 	}
 	plan_dirty_ = false;
 	drop_scans(now_ns);
+	drop_loop_tails(want);
+}
+
+void Manager::drop_range(File &f, uint64_t first, uint64_t count, uint64_t &counter)
+{
+	if (!drop_blocks(f.pf->fd(), first, count))
+		counter += count;
+	for (uint32_t pid : f.mappers) {
+		const long r = cold_blocks(pid_t(pid), f.pf->dev(), f.pf->inode(), first, count);
+		if (r > 0)
+			f.cold += uint64_t(r) / BS;
+		else if (r < 0 && r != -ESRCH) {
+			cold_denied_ += count;
+			if (!warned_cold_) {
+				warned_cold_ = true;
+				log("process_madvise(MADV_COLD) on pid " + std::to_string(pid) + " refused: " +
+				    std::strerror(int(-r)) +
+				    " (needs CAP_SYS_NICE and ptrace access to the engine, Linux 5.10+); its mapped pages "
+				    "age normally");
+			}
+		}
+	}
 }
 
 void Manager::drop_scans(uint64_t now_ns)
@@ -231,43 +258,61 @@ void Manager::drop_scans(uint64_t now_ns)
 		SeqState &s = seqs_[id];
 		if (s.created_vt != q->created_vt || q->file < 1 || q->file > files_.size())
 			continue;
-		const uint64_t idle = now_ns > s.last_ns ? now_ns - s.last_ns : 0;
-		const uint64_t from = std::max(q->start, s.dropped_to);
-		// Finished: untouched for scan_idle, everything up to the cursor; still running: what lies
-		// SCAN_LAG blocks behind the cursor (a long scan should not fill memory before it ends).
-		const uint64_t to = idle >= o_.scan_idle_ns ? q->cursor + 1 : q->cursor > SCAN_LAG ? q->cursor - SCAN_LAG : 0;
-		if (idle < o_.scan_idle_ns || to <= from)
+		// Finished: untouched for scan_idle; everything up to the cursor goes.
+		const uint64_t from = std::max(q->start, s.dropped_to), to = q->cursor + 1;
+		if (now_ns < s.last_ns + o_.scan_idle_ns || to <= from)
 			continue;
 		File &f = files_[q->file - 1];
 		// Only the blocks still in this sequence: re-read blocks moved to HOT or LOOP sequences stay.
 		for (uint64_t b = from; b < to;) {
-			if (llc_lookup(core_, q->file, b) != id) {
-				b++;
-				continue;
-			}
 			uint64_t e = b;
 			while (e < to && llc_lookup(core_, q->file, e) == id)
 				e++;
-			if (!drop_blocks(f.pf->fd(), b, e - b))
-				f.dropped += e - b;
-			for (uint32_t pid : f.mappers) {
-				const long r = cold_blocks(pid_t(pid), f.pf->dev(), f.pf->inode(), b, e - b);
-				if (r > 0)
-					f.cold += uint64_t(r) / BS;
-				else if (r < 0 && r != -ESRCH) {
-					cold_denied_ += e - b;
-					if (!warned_cold_) {
-						warned_cold_ = true;
-						log("process_madvise(MADV_COLD) on pid " + std::to_string(pid) + " refused: " +
-						    std::strerror(int(-r)) +
-						    " (needs CAP_SYS_NICE and ptrace access to the engine, Linux 5.10+); its mapped "
-						    "scan pages age normally");
-					}
-				}
-			}
-			b = e;
+			if (e > b)
+				drop_range(f, b, e - b, f.dropped);
+			b = e + 1;
 		}
 		s.dropped_to = to;
+	}
+}
+
+// Loop tails. When the engine's memory cgroup cannot hold a loop, the unpinned blocks its cursor has
+// passed are evicted before the next iteration anyway. Dropping them at once leaves the room to the
+// readahead of the blocks ahead: otherwise reclaim gives an mmap engine's just-used pages (young in its
+// page tables) a second chance and takes the readahead pages instead, which are then read twice.
+void Manager::drop_loop_tails(const std::vector<std::vector<Range>> &planned)
+{
+	if (memcg_limit_ == UINT64_MAX)
+		return; // no known limit: the loop may well fit
+	const uint64_t cap = memcg_limit_ > headroom() ? (memcg_limit_ - headroom()) / BS : 0;
+	for (uint16_t id = llc_first(core_, LLMCACHE_CLASS_LOOP); id; id = llc_next(core_, id)) {
+		const llc_seq *q = llc_seq_get(core_, id);
+		SeqState &s = seqs_[id];
+		if (s.created_vt != q->created_vt || q->file < 1 || q->file > files_.size())
+			continue;
+		File &f = files_[q->file - 1];
+		if (f.pf->blocks() <= cap)
+			continue; // the whole file fits in what the cgroup leaves
+		if (q->cursor + 1 < s.dropped_to || s.dropped_to < q->start)
+			s.dropped_to = q->start; // a new iteration
+		const uint64_t to = q->cursor > SCAN_LAG ? q->cursor - SCAN_LAG : 0;
+		auto keep = [&](uint64_t b) {
+			if (f.pf->locked_in(b, 1))
+				return true;
+			for (const Range &r : planned[q->file - 1])
+				if (b >= r.first && b < r.first + r.count)
+					return true;
+			return false;
+		};
+		for (uint64_t b = s.dropped_to; b < to;) {
+			uint64_t e = b;
+			while (e < to && !keep(e))
+				e++;
+			if (e > b)
+				drop_range(f, b, e - b, f.tail);
+			b = e + 1;
+		}
+		s.dropped_to = std::max(s.dropped_to, to);
 	}
 }
 
@@ -281,9 +326,9 @@ std::string Manager::status(const FeedInfo &feed) const
 {
 	const uint64_t *st = llc_stats(core_);
 	const uint64_t pinned = pinned_blocks();
-	uint64_t dropped = 0, cold = 0;
+	uint64_t dropped = 0, cold = 0, tail = 0;
 	for (const File &f : files_)
-		dropped += f.dropped, cold += f.cold;
+		dropped += f.dropped, cold += f.cold, tail += f.tail;
 	auto kv = [](const char *k, uint64_t v) { return std::string(" ") + k + " " + std::to_string(v); };
 	std::string out = "global mode bpf" + kv("enable", 1) + kv("pin_budget", o_.pin_budget) +
 			  kv("hot_reserve", o_.hot_reserve) + kv("bw", o_.bw) + kv("t_ns", o_.t_ns) + " hook_mode bpf-" +
@@ -300,7 +345,7 @@ std::string Manager::status(const FeedInfo &feed) const
 	       kv("shrinker_released", released_) + kv("events_dropped", feed.lost) +
 	       kv("seq_seqs", llc_class_count(core_, LLMCACHE_CLASS_SEQ)) +
 	       kv("loop_seqs", llc_class_count(core_, LLMCACHE_CLASS_LOOP)) +
-	       kv("hot_seqs", llc_class_count(core_, LLMCACHE_CLASS_HOT)) + kv("dropped_blocks", dropped) +
+	       kv("hot_seqs", llc_class_count(core_, LLMCACHE_CLASS_HOT)) + kv("dropped_blocks", dropped) + kv("loop_tail_dropped", tail) +
 	       kv("cold_blocks", cold) + kv("cold_denied", cold_denied_) + kv("page_cache_added", feed.inserted) +
 	       kv("page_cache_removed", feed.evicted) + "\n";
 	for (size_t i = 0; i < files_.size(); i++) {
@@ -308,7 +353,7 @@ std::string Manager::status(const FeedInfo &feed) const
 		out += "file" + kv("id", i + 1) + kv("accesses", f.accesses) + kv("seq_blocks", f.by_class[LLMCACHE_CLASS_SEQ]) +
 		       kv("loop_blocks", f.by_class[LLMCACHE_CLASS_LOOP]) + kv("hot_blocks", f.by_class[LLMCACHE_CLASS_HOT]) +
 		       kv("pinned", f.pf->locked()) + kv("blocks", f.pf->blocks()) +
-		       kv("resident", f.pf->resident(0, f.pf->blocks())) + kv("dropped", f.dropped) + kv("cold", f.cold) +
+		       kv("resident", f.pf->resident(0, f.pf->blocks())) + kv("dropped", f.dropped) + kv("tail_dropped", f.tail) + kv("cold", f.cold) +
 		       " path " + escape(f.pf->path()) + "\n";
 	}
 	const uint64_t bw_blocks = o_.bw / BS;

@@ -7,6 +7,8 @@
  *   following llc_pin_plan() within the budget: loops by increasing period, each from its lowest block;
  * - finished scans (SEQ sequences not touched for scan_idle) are dropped (scan_drop.hpp):
  *   posix_fadvise(DONTNEED) for everyone, process_madvise(MADV_COLD) for processes that map the file;
+ * - so are the unpinned blocks a loop's cursor has passed, when the engine's memory cgroup cannot hold
+ *   the loop (they would be evicted before their next use anyway);
  * - the budget is capped below the memory limit of the engines' cgroup (memcg.hpp), since nothing gives
  *   mlocked pages back under pressure the way the module's shrinker does.
  * Managed files are the ones named at start (manage) and, in automatic mode, every file the feed names
@@ -70,7 +72,7 @@ private:
 	struct File {
 		std::unique_ptr<PinnedFile> pf;
 		uint64_t accesses = 0, by_class[LLMCACHE_NR_CLASSES] = {};
-		uint64_t dropped = 0, cold = 0;
+		uint64_t dropped = 0, tail = 0, cold = 0; // blocks: scans dropped, loop tails dropped, made cold
 		std::vector<uint32_t> mappers; // pids that faulted it through mmap
 	};
 	struct SeqState {
@@ -80,7 +82,10 @@ private:
 	// Manage path; with expect_id (automatic mode), only if it is still that file and not too small.
 	int add_file(const std::string &path, std::string &err, uint64_t expect_id = 0);
 	void note_pid(uint32_t pid);
+	uint64_t headroom() const;
+	void drop_range(File &f, uint64_t first, uint64_t count, uint64_t &counter);
 	void drop_scans(uint64_t now_ns);
+	void drop_loop_tails(const std::vector<std::vector<Range>> &planned);
 
 	Options o_;
 	void *mem_ = nullptr;
