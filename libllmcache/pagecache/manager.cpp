@@ -126,6 +126,7 @@ void Manager::on_access(const llmcache_access &a)
 		return;
 	File &f = files_[*k - 1];
 	note_pid(a.pid);
+	f.mapped |= a.op == LLMCACHE_OP_MMAP_FAULT;
 	if (a.op == LLMCACHE_OP_MMAP_FAULT && f.mappers.size() < PIDS_MAX &&
 	    std::find(f.mappers.begin(), f.mappers.end(), a.pid) == f.mappers.end())
 		f.mappers.push_back(a.pid);
@@ -152,7 +153,7 @@ uint64_t Manager::headroom() const
 	// to the limit it fails and the engine is OOM-killed (seen with 8-16 MiB under 128 MiB). Such an
 	// engine gets at least a quarter of its limit.
 	for (const File &f : files_)
-		if (!f.mappers.empty() && memcg_limit_ != UINT64_MAX)
+		if (f.mapped && memcg_limit_ != UINT64_MAX)
 			h = std::max(h, memcg_limit_ / 4);
 	return h;
 }
@@ -182,7 +183,7 @@ void Manager::tick(uint64_t now_ns)
 			std::erase_if(f.mappers, [](uint32_t p) { return kill(pid_t(p), 0) && errno == ESRCH; });
 	}
 	// Pins: the plan's ranges per file; first release what left it, then lock within what is left.
-	static llc_pin_range plan[PLAN_MAX];
+	llc_pin_range plan[PLAN_MAX];
 	const uint64_t budget = budget_blocks();
 	const uint32_t n = llc_pin_plan(core_, budget, plan, PLAN_MAX);
 	std::vector<std::vector<Range>> want(files_.size());

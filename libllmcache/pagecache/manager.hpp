@@ -73,7 +73,8 @@ private:
 		std::unique_ptr<PinnedFile> pf;
 		uint64_t accesses = 0, by_class[LLMCACHE_NR_CLASSES] = {};
 		uint64_t dropped = 0, tail = 0, cold = 0; // blocks: scans dropped, loop tails dropped, made cold
-		std::vector<uint32_t> mappers; // pids that faulted it through mmap
+		std::vector<uint32_t> mappers; // live pids that faulted it through mmap
+		bool mapped = false;           // engines map it: more memcg headroom (kept after they exit)
 	};
 	struct SeqState {
 		uint64_t created_vt = 0, last_ns = 0, dropped_to = 0; // dropped_to: blocks below it are done

@@ -10,6 +10,7 @@
 #   daemon, and stays in it without (the control run);
 # - everything is released on SIGTERM and on SIGKILL (the same DONTNEED then empties the weights), and a
 #   restarted daemon (over the dead one's socket file) works;
+# - an mmap engine whose loop does not fit its cgroup: pins, and passed blocks made cold (process_madvise);
 # - automatic mode (--pid) manages the files >= --min-size the process reads, and only those;
 # - llmcachectl status / loops / kv status answer in bpf mode, status says so against a kv-mode daemon;
 # - a budget above RLIMIT_MEMLOCK without CAP_IPC_LOCK is refused with the reason.
@@ -42,6 +43,7 @@ check() { # description, command...
 dir=$tmp/wl/decoder
 wl() { "$W" decoder --dir "$tmp/wl" --weights-size 32MiB --tokenizer-size 256KiB --config-size 2MiB "$@"; }
 wl --tokens 1 >/dev/null
+"$W" decoder --dir "$tmp/wl96" --weights-size 96MiB --tokenizer-size 256KiB --config-size 256KiB --tokens 1 >/dev/null
 resident() { fincore -nb -o PAGES "$1" | tr -d ' '; } # pages of a file in the page cache
 drop() { dd if="$1" iflag=nocache count=0 status=none; } # posix_fadvise(DONTNEED), from another process
 status_num() { "$C" status --socket "$sock" --json | grep -oE "\"$1\":[0-9]+" | head -n 1 | cut -d: -f2; }
@@ -127,6 +129,18 @@ kill $daemon; wait $daemon; rc=$?
 check "SIGTERM: clean exit, socket removed" test $rc -eq 0 -a ! -e "$sock"
 drop "$dir/weights.bin"
 check "SIGTERM released the pins" test "$(resident "$dir/weights.bin")" -lt 64
+
+# An mmap engine whose loop does not fit its cgroup (96 MiB of weights, 64 MiB limit): pins within the
+# budget, and the passed unpinned blocks made cold in its address space (process_madvise) and dropped.
+start --mode=bpf --manage "$tmp/wl96/decoder/weights.bin" --pin-budget 8MiB
+in_cg "$W" decoder --dir "$tmp/wl96" --weights-size 96MiB --tokenizer-size 256KiB --config-size 256KiB --tokens 6 \
+	--access mmap --drop-cache >/dev/null
+for _ in $(seq 50); do [ "$(status_num pinned)" = 2048 ] && break; sleep 0.1; done
+check "mmap engine: 2048 blocks pinned ($(status_num pinned))" test "$(status_num pinned)" = 2048
+check "mmap engine: passed loop blocks made cold in the engine ($(status_num cold_blocks) blocks)" \
+	test "$(status_num cold_blocks)" -gt 0
+check "mmap engine: no process_madvise refused" test "$(status_num cold_denied)" = 0
+kill $daemon; wait $daemon || true
 
 # Automatic mode: --pid of a process that waits, then runs the decoder: files >= 1 MiB are managed.
 mkfifo "$tmp/go"
