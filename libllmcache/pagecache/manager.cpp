@@ -349,7 +349,9 @@ std::string Manager::status(const FeedInfo &feed) const
 	       kv("hot_seqs", llc_class_count(core_, LLMCACHE_CLASS_HOT)) + kv("dropped_blocks", dropped) + kv("loop_tail_dropped", tail) +
 	       kv("cold_blocks", cold) + kv("cold_denied", cold_denied_) + kv("page_cache_added", feed.inserted) +
 	       kv("page_cache_removed", feed.evicted) + "\n";
-	for (size_t i = 0; i < files_.size(); i++) {
+	constexpr size_t MAX_TEXT = 96 << 10; // one SOCK_SEQPACKET reply must fit the socket's send buffer
+	size_t shown = 0;
+	for (size_t i = 0; i < files_.size() && out.size() < MAX_TEXT; i++, shown++) {
 		const File &f = files_[i];
 		out += "file" + kv("id", i + 1) + kv("accesses", f.accesses) + kv("seq_blocks", f.by_class[LLMCACHE_CLASS_SEQ]) +
 		       kv("loop_blocks", f.by_class[LLMCACHE_CLASS_LOOP]) + kv("hot_blocks", f.by_class[LLMCACHE_CLASS_HOT]) +
@@ -357,8 +359,11 @@ std::string Manager::status(const FeedInfo &feed) const
 		       kv("resident", f.pf->resident(0, f.pf->blocks())) + kv("dropped", f.dropped) + kv("tail_dropped", f.tail) + kv("cold", f.cold) +
 		       " path " + escape(f.pf->path()) + "\n";
 	}
+	if (shown < files_.size())
+		out += "truncated files " + std::to_string(files_.size() - shown) + "\n";
 	const uint64_t bw_blocks = o_.bw / BS;
-	for (uint16_t id = llc_first(core_, LLMCACHE_CLASS_LOOP); id; id = llc_next(core_, id)) {
+	for (uint16_t id = llc_first(core_, LLMCACHE_CLASS_LOOP); id && out.size() < 2 * MAX_TEXT;
+	     id = llc_next(core_, id)) {
 		const llc_seq *q = llc_seq_get(core_, id);
 		if (q->file < 1 || q->file > files_.size())
 			continue;

@@ -234,6 +234,9 @@ int daemon_status(const Args &a)
 				    l.get("id").c_str(), l.get("path").c_str(), l.get("accesses").c_str(), l.get("seq_blocks").c_str(),
 				    l.get("loop_blocks").c_str(), l.get("hot_blocks").c_str(), l.get("pinned").c_str(),
 				    l.get("resident").c_str(), l.get("blocks").c_str(), l.get("dropped").c_str(), l.get("cold").c_str());
+	for (const Line &l : lines)
+		if (l.kind == "truncated")
+			std::printf("(%s more files not shown)\n", l.get("files").c_str());
 	return 0;
 }
 
