@@ -39,7 +39,7 @@ struct Options {
 	uint64_t t_ns = 100'000'000;          // allowed fetch delay per iteration (sizing rule)
 	uint64_t scan_idle_ns = 1'000'000'000; // a SEQ untouched this long is a finished scan
 	uint64_t memcg_headroom = 16ull << 20; // budget cap = engine's memcg limit - this; at least 3 readahead
-					      // windows, and a quarter of the limit for mmap engines
+					      // windows, and half the limit for mmap engines
 	bool automatic = false;               // manage every file the feed names
 	uint64_t min_size = 0;                // automatic mode: smaller files are left alone
 	std::vector<std::string> manage;      // files managed from the start
