@@ -10,6 +10,7 @@
 #   daemon, and stays in it without (the control run);
 # - everything is released on SIGTERM and on SIGKILL (the same DONTNEED then empties the weights), and a
 #   restarted daemon (over the dead one's socket file) works;
+# - the syscall hooks (the 6.1 kernel's) pin too;
 # - an mmap engine whose loop does not fit its cgroup: pins, and passed blocks made cold (process_madvise);
 # - automatic mode (--pid) manages the files >= --min-size the process reads, and only those;
 # - llmcachectl status / loops / kv status answer in bpf mode, status says so against a kv-mode daemon;
@@ -129,6 +130,14 @@ kill $daemon; wait $daemon; rc=$?
 check "SIGTERM: clean exit, socket removed" test $rc -eq 0 -a ! -e "$sock"
 drop "$dir/weights.bin"
 check "SIGTERM released the pins" test "$(resident "$dir/weights.bin")" -lt 64
+
+# The syscall hooks (kernels without the filemap tracepoints, such as 6.1) feed the same policy.
+start --mode=bpf --hooks syscalls "${manage[@]}" --pin-budget 8MiB
+in_cg "$W" decoder --dir "$tmp/wl" --weights-size 32MiB --tokenizer-size 256KiB --config-size 2MiB --tokens 6 --drop-cache >/dev/null
+for _ in $(seq 50); do [ "$(status_num pinned)" = 2048 ] && break; sleep 0.1; done
+check "syscall hooks: 2048 blocks pinned ($(status_num pinned))" test "$(status_num pinned)" = 2048
+check "syscall hooks: status says so" grep -q "hooks bpf-syscalls" <("$C" status --socket "$sock")
+kill $daemon; wait $daemon || true
 
 # An mmap engine whose loop does not fit its cgroup (96 MiB of weights, 64 MiB limit): pins within the
 # budget, and the passed unpinned blocks made cold in its address space (process_madvise) and dropped.
