@@ -113,7 +113,6 @@ void Manager::note_pid(uint32_t pid)
 	const uint64_t lim = memcg_limit(pid_t(pid));
 	if (lim < memcg_limit_) {
 		memcg_limit_ = lim;
-		plan_dirty_ = true;
 		log("pid " + std::to_string(pid) + " runs in a memory cgroup limited to " + std::to_string(lim >> 20) +
 		    " MiB: pins are capped at " + std::to_string(budget_blocks() * BS >> 20) + " MiB");
 	}
@@ -139,8 +138,6 @@ void Manager::on_access(const llmcache_access &a)
 		if (s.created_vt != created)
 			s = {created, 0, 0}; // a recycled sequence id
 		s.last_ns = a.time_ns;
-		if (v.event == LLC_EV_ITERATION || v.event == LLC_EV_TO_LOOP)
-			plan_dirty_ = true;
 	}
 }
 
@@ -196,7 +193,7 @@ void Manager::tick(uint64_t now_ns)
 	// so the core sees its loop in pieces whose periods and order change from one iteration to the next:
 	// following each new plan exactly would unpin and re-read the same blocks over and over.
 	std::string err;
-	std::vector<std::vector<Range>> keep = want;
+	std::vector<std::vector<Range>> keep(files_.size());
 	for (size_t i = 0; i < files_.size(); i++)
 		for (const Range &r : files_[i].pf->locked_runs())
 			for (uint64_t b = r.first; b < r.first + r.count; b++) {
@@ -210,9 +207,11 @@ void Manager::tick(uint64_t now_ns)
 			}
 	uint64_t kept = 0;
 	for (int strict = 0; strict < 2; strict++) { // the plan alone when the budget shrank below the pins
+		if (strict)
+			keep.assign(files_.size(), {});
 		for (size_t i = 0; i < files_.size(); i++) {
 			const uint64_t before = files_[i].pf->locked();
-			files_[i].pf->apply(strict ? want[i] : keep[i], 0, err);
+			files_[i].pf->apply(want[i], 0, err, keep[i]);
 			released_ += before - files_[i].pf->locked();
 		}
 		if ((kept = pinned_blocks()) <= budget)
@@ -221,13 +220,12 @@ void Manager::tick(uint64_t now_ns)
 	uint64_t left = budget > kept ? budget - kept : 0;
 	for (size_t i = 0; i < files_.size() && left; i++) {
 		const uint64_t before = files_[i].pf->locked();
-		if (files_[i].pf->apply(want[i], left, err) < 0 && !warned_mlock_) {
+		if (files_[i].pf->apply(want[i], left, err, keep[i]) < 0 && !warned_mlock_) {
 			warned_mlock_ = true;
 			log(err);
 		}
 		left -= std::min(left, files_[i].pf->locked() - before);
 	}
-	plan_dirty_ = false;
 	drop_scans(now_ns);
 	drop_loop_tails(want);
 }

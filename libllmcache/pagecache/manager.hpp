@@ -97,7 +97,7 @@ private:
 	std::vector<uint32_t> pids_;             // engines seen, for the memcg cap
 	uint64_t readahead_ = 0; // the largest readahead window of the managed files' devices
 	uint64_t memcg_limit_ = UINT64_MAX, released_ = 0, cold_denied_ = 0, last_prune_ns_ = 0;
-	bool plan_dirty_ = false, warned_mlock_ = false, warned_cold_ = false;
+	bool warned_mlock_ = false, warned_cold_ = false;
 };
 
 } // namespace llmcache::pagecache

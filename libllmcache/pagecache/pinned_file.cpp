@@ -109,7 +109,7 @@ std::vector<Range> PinnedFile::locked_runs() const
 	return out;
 }
 
-int PinnedFile::apply(const std::vector<Range> &want, uint64_t allow, std::string &err)
+int PinnedFile::apply(const std::vector<Range> &want, uint64_t allow, std::string &err, const std::vector<Range> &keep)
 {
 	struct Unmap {
 		PinnedFile *f;
@@ -122,9 +122,10 @@ int PinnedFile::apply(const std::vector<Range> &want, uint64_t allow, std::strin
 	} unmap{this, locked_};
 	// Unlock runs of locked blocks that left the plan.
 	std::vector<uint8_t> planned(blocks_, 0);
-	for (const Range &r : want)
-		if (r.first < blocks_)
-			std::fill_n(planned.begin() + long(r.first), std::min(r.count, blocks_ - r.first), 1);
+	for (const auto *ranges : {&want, &keep})
+		for (const Range &r : *ranges)
+			if (r.first < blocks_)
+				std::fill_n(planned.begin() + long(r.first), std::min(r.count, blocks_ - r.first), 1);
 	for (uint64_t b = 0; b < blocks_;) {
 		if (!is_locked_[b] || planned[b]) {
 			b++;

@@ -33,10 +33,10 @@ public:
 	PinnedFile(const PinnedFile &) = delete;
 	PinnedFile &operator=(const PinnedFile &) = delete;
 
-	// Unlock locked blocks outside want; lock resident blocks inside want (sorted, disjoint), at most
-	// `allow` more than before. Returns 0 or the -errno of the first failed mlock() (err says why);
+	// Unlock locked blocks outside want and keep; lock resident blocks inside want (sorted, disjoint), at
+	// most `allow` more than before. Returns 0 or the -errno of the first failed mlock() (err says why);
 	// what was locked before the failure stays locked.
-	int apply(const std::vector<Range> &want, uint64_t allow, std::string &err);
+	int apply(const std::vector<Range> &want, uint64_t allow, std::string &err, const std::vector<Range> &keep = {});
 	void release(); // unlock everything
 
 	uint64_t locked() const { return locked_; }

@@ -117,6 +117,21 @@ void pinned_file_apply__plan_then_smaller_plan__locks_resident_planned_blocks_on
 	assert_int_equal(f->resident(60, 4), 0);
 }
 
+void pinned_file_apply__kept_ranges__stay_locked_outside_the_plan(void **)
+{
+	const std::string path = make_file("keep.bin", 64);
+	std::unique_ptr<PinnedFile> f;
+	std::string err;
+	assert_int_equal(PinnedFile::open(path, f, err), 0);
+	assert_int_equal(f->apply({{0, 16}}, 100, err), 0);
+	assert_int_equal(f->apply({{32, 8}}, 4, err, {{0, 16}}), 0); // kept, and 4 new ones
+	assert_int_equal(f->locked_in(0, 16), 16);
+	assert_int_equal(f->locked_in(32, 8), 4);
+	assert_int_equal(f->apply({{32, 8}}, 100, err), 0); // no longer kept: only the plan
+	assert_int_equal(f->locked(), 8);
+	assert_int_equal(f->locked_in(0, 16), 0);
+}
+
 void pinned_file_lock__dontneed_from_another_descriptor__pages_stay(void **)
 {
 	const std::string path = make_file("stay.bin", 32);
@@ -202,6 +217,7 @@ int main(void)
 		cmocka_unit_test(find_mappings__maps_text__only_that_file_with_offsets),
 		cmocka_unit_test(memcg_limit_file__v1_v2_and_root__limit_file_or_none),
 		cmocka_unit_test(pinned_file_apply__plan_then_smaller_plan__locks_resident_planned_blocks_only),
+		cmocka_unit_test(pinned_file_apply__kept_ranges__stay_locked_outside_the_plan),
 		cmocka_unit_test(pinned_file_lock__dontneed_from_another_descriptor__pages_stay),
 		cmocka_unit_test(manager__loop_read_three_times__pinned_within_budget_and_loop_reported),
 		cmocka_unit_test(manager__scan_idle__dropped_after_idle_not_before),
