@@ -5,8 +5,10 @@
  * keeps each session's CPU pool within its budget, spills to the storage device, and scores spilled
  * keys through the configured computational-storage backend (Documentation/kv.md). Options come from
  * the command line and from a config file with the same names (command line wins). SIGTERM and SIGINT
- * stop it cleanly: sessions closed, socket removed.
+ * stop it cleanly: sessions closed, socket removed. --mode=bpf adds the page-cache policy in userspace
+ * (bpf_mode.hpp, Documentation/userspace-mode.md); the KV service runs in both modes.
  */
+#include "bpf_mode.hpp"
 #include "kv/server.hpp"
 #include "util/units.hpp"
 
@@ -35,13 +37,15 @@ void say(const std::string &msg) { std::fprintf(stderr, "llmcached: %s\n", msg.c
 int main(int argc, char **argv)
 {
 	std::string config = "/etc/llmcache/llmcached.conf", budget = "256MiB", region = "1GiB", emu_bw = "4GB/s",
-		    backend = "none", estimator = "exact";
+		    backend = "none", estimator = "exact", mode = "kv";
+	llmcached::BpfModeConfig bpf_cfg;
 	double emu_compute = 9.6e9;
 	kv::ServerConfig cfg;
 	kv::KvOptions &o = cfg.kv;
 	po::options_description d("Options (a config file takes the same names, without dashes: name = value)");
 	d.add_options()
 		("help,h", "show this help")
+		("mode", po::value(&mode)->default_value(mode), "kv: the KV service; bpf: the KV service and the page-cache policy in userspace (BPF feed, mlock pins)")
 		("config", po::value(&config)->default_value(config), "config file; read if it exists (must exist when given)")
 		("socket", po::value(&cfg.socket_path)->default_value(cfg.socket_path), "Unix socket for clients and llmcachectl")
 		("kv-device", po::value(&o.device), "storage pool: block device (/dev/nvme0n1, /dev/loop0) or file; none = memory only")
@@ -58,6 +62,7 @@ int main(int argc, char **argv)
 		("kv-queue-depth", po::value(&o.queue_depth)->default_value(o.queue_depth), "io_uring requests in flight")
 		("emu-bandwidth", po::value(&emu_bw)->default_value(emu_bw), "emulated backend: flash-to-FPGA bandwidth")
 		("emu-compute", po::value(&emu_compute)->default_value(emu_compute), "emulated backend: multiply-accumulates/s");
+	llmcached::add_bpf_mode_options(d, bpf_cfg);
 	po::variables_map vm;
 	try {
 		po::store(po::command_line_parser(argc, argv).options(d).positional({}).run(), vm);
@@ -66,6 +71,8 @@ int main(int argc, char **argv)
 				  << "\nEXAMPLES\n"
 				     "  llmcached --kv-device /dev/nvme1n1 --kv-backend xrt --kv-xclbin /usr/lib/llmcache/score.xclbin\n"
 				     "  llmcached --socket /tmp/llmcached.sock --kv-device /var/tmp/kv.img --kv-backend emulated\n"
+				     "  llmcached --mode=bpf --manage /models/llama.gguf --pin-budget 512MiB --bw 1GB/s\n"
+				     "  llmcached --mode=bpf --pid $(pidof llama-cli) --min-size 64MiB\n"
 				     "  systemctl start llmcached      (reads /etc/llmcache/llmcached.conf)\n";
 			return 0;
 		}
@@ -89,17 +96,26 @@ int main(int argc, char **argv)
 		if (estimator != "exact" && estimator != "quest")
 			throw po::error("--kv-estimator " + estimator + ": use exact or quest");
 		o.estimator = estimator == "quest" ? csd::Estimator::QuestBounds : csd::Estimator::Exact;
+		if (mode != "kv" && mode != "bpf")
+			throw po::error("--mode " + mode + ": use kv or bpf");
 	} catch (const std::exception &e) {
 		std::fprintf(stderr, "llmcached: %s (see llmcached --help)\n", e.what());
 		return 2;
 	}
 	std::unique_ptr<kv::Server> server;
+	std::unique_ptr<llmcached::BpfMode> bpf;
 	std::string err;
+	if (mode == "bpf" && llmcached::BpfMode::start(bpf_cfg, say, bpf, err)) {
+		say("failed to start the page-cache mode: " + err);
+		return 1;
+	}
 	if (kv::Server::open(cfg, server, err)) {
 		say("failed to start: " + err);
 		return 1;
 	}
 	server->log = say;
+	if (bpf)
+		server->pagecache_status = [&bpf] { return bpf->status(); };
 	g_server = server.get();
 	struct sigaction sa{};
 	sa.sa_handler = on_signal;
@@ -111,6 +127,7 @@ int main(int argc, char **argv)
 	const int r = server->run();
 	const size_t open_sessions = server->sessions();
 	server.reset();
+	bpf.reset();
 	g_server = nullptr;
 	if (r < 0) {
 		say("event loop failed: " + std::string(strerror(-r)));

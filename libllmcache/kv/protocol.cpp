@@ -23,6 +23,7 @@ size_t payload_size(uint16_t type)
 	case SELECT_END:
 		return sizeof(SessionRef);
 	case STATUS:
+	case PAGECACHE_STATUS:
 		return 0;
 	default:
 		return SIZE_MAX;

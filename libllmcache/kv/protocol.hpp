@@ -26,6 +26,7 @@ enum Type : uint16_t {
 	STATUS = 6,
 	SELECT_BEGIN = 7, // payload Select: start scoring, reply at once
 	SELECT_END = 8,	  // payload SessionRef: finish, reply with the count like SELECT
+	PAGECACHE_STATUS = 9, // no payload: the page-cache mode's status as "key value" lines (--mode=bpf)
 	REPLY = 0x80
 };
 

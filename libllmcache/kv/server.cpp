@@ -246,6 +246,10 @@ std::string Server::handle(Conn &c, const uint8_t *buf, size_t len, int fd, prot
 		return r.status = -EBADMSG, "malformed message: only OPEN carries a file descriptor";
 	if (h.type == proto::STATUS)
 		return status(c);
+	if (h.type == proto::PAGECACHE_STATUS)
+		return pagecache_status ? pagecache_status()
+					: (r.status = -ENOTSUP, "llmcached runs in kv mode: start it with --mode=bpf for the "
+								"page-cache policy");
 	proto::SessionRef ref;
 	std::memcpy(&ref, p, sizeof(ref)); // every other payload starts with the session id
 	Session *s = find(c.fd, ref.session);

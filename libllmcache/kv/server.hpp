@@ -34,6 +34,8 @@ public:
 	int run();   // serves until stop(); 0, or -errno if the loop itself failed
 	void stop(); // async-signal-safe
 	std::function<void(const std::string &)> log = [](const std::string &) {};
+	// Answers PAGECACHE_STATUS (llmcached --mode=bpf); unset, the request gets -ENOTSUP.
+	std::function<std::string()> pagecache_status;
 	size_t sessions() const { return sessions_.size(); }
 
 private:

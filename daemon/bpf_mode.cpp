@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: MIT
+#include "bpf_mode.hpp"
+
+#include "pagecache/manager.hpp"
+#include "pagecache/memlock.hpp"
+#include "util/units.hpp"
+
+#ifdef LLMCACHED_WITH_BPF
+#include "feed.hpp"
+#endif
+
+#include <climits>
+#include <cstring>
+#include <cstdlib>
+#include <ctime>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+namespace po = boost::program_options;
+using namespace llmcache;
+
+namespace llmcached {
+
+void add_bpf_mode_options(po::options_description &d, BpfModeConfig &c)
+{
+	d.add_options()
+		("manage", po::value(&c.manage)->composing(), "bpf mode: a file to manage (repeatable)")
+		("pid", po::value(&c.pids)->composing(), "bpf mode: manage every file >= min-size this process and its children read (repeatable)")
+		("cgroup", po::value(&c.cgroup), "bpf mode: the same for a cgroup v2 directory and its descendants")
+		("min-size", po::value(&c.min_size)->default_value(c.min_size), "bpf mode: smallest file managed automatically")
+		("pin-budget", po::value(&c.pin_budget)->default_value(c.pin_budget), "bpf mode: most memory pinned (mlock) for loops")
+		("hot-reserve", po::value(&c.hot_reserve)->default_value(c.hot_reserve), "bpf mode: HOT reserve (reported, as in the module)")
+		("bw", po::value(&c.bw)->default_value(c.bw), "bpf mode: storage bandwidth for the sizing rule")
+		("t", po::value(&c.t)->default_value(c.t), "bpf mode: allowed fetch delay per loop iteration (sizing rule)")
+		("scan-idle", po::value(&c.scan_idle)->default_value(c.scan_idle), "bpf mode: a scan untouched this long is finished and dropped")
+		("memcg-headroom", po::value(&c.memcg_headroom)->default_value(c.memcg_headroom), "bpf mode: pins stay this far below the engine's memory cgroup limit")
+		("ring-size", po::value(&c.ring)->default_value(c.ring), "bpf mode: BPF ring buffer, a power of two")
+		("hooks", po::value(&c.hooks)->default_value(c.hooks), "bpf mode: auto, filemap or syscalls");
+}
+
+static uint64_t now_ns()
+{
+	timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec);
+}
+
+struct BpfMode::Impl {
+	std::unique_ptr<pagecache::Manager> mgr;
+#ifdef LLMCACHED_WITH_BPF
+	std::unique_ptr<llmtrace::Feed> feed;
+#endif
+	std::mutex lock;
+	std::atomic<bool> stop{false};
+	std::thread thread;
+	std::function<void(const std::string &)> log;
+
+	pagecache::FeedInfo info()
+	{
+#ifdef LLMCACHED_WITH_BPF
+		return {feed->filemap() ? "filemap" : "syscalls", feed->lost(), feed->inserted(), feed->evicted()};
+#else
+		return {};
+#endif
+	}
+
+	void run()
+	{
+#ifdef LLMCACHED_WITH_BPF
+		uint64_t last_tick = 0;
+		while (!stop) {
+			std::lock_guard g(lock);
+			try {
+				feed->poll(50);
+			} catch (const std::exception &e) {
+				log(std::string("the BPF feed failed: ") + e.what() + "; page-cache policy stopped, pins released");
+				mgr->release();
+				return;
+			}
+			const uint64_t now = now_ns();
+			if (now - last_tick >= 50'000'000) {
+				mgr->tick(now);
+				last_tick = now;
+			}
+		}
+#endif
+	}
+};
+
+int BpfMode::start(const BpfModeConfig &c, std::function<void(const std::string &)> log, std::unique_ptr<BpfMode> &out,
+		   std::string &err)
+{
+	std::unique_ptr<BpfMode> m(new BpfMode());
+	m->impl_ = std::make_unique<Impl>();
+	Impl &im = *m->impl_;
+	im.log = log;
+	pagecache::Options o;
+	uint64_t min_size, ring;
+	try {
+		o.pin_budget = units::parse_bytes(c.pin_budget);
+		o.hot_reserve = units::parse_bytes(c.hot_reserve);
+		o.bw = units::parse_bandwidth(c.bw);
+		o.t_ns = units::parse_duration_ns(c.t);
+		o.scan_idle_ns = units::parse_duration_ns(c.scan_idle);
+		o.memcg_headroom = units::parse_bytes(c.memcg_headroom);
+		min_size = units::parse_bytes(c.min_size);
+		ring = units::parse_bytes(c.ring);
+	} catch (const std::exception &e) {
+		return err = std::string("bad option: ") + e.what(), -EINVAL;
+	}
+	if (c.manage.empty() && c.pids.empty() && c.cgroup.empty())
+		return err = "--mode=bpf needs the files to manage: --manage PATH, --pid PID or --cgroup DIR", -EINVAL;
+#ifndef LLMCACHED_WITH_BPF
+	(void)min_size, (void)ring;
+	return err = "this llmcached was built without BPF support (scripts/install-deps.sh bpf, then rebuild)", -ENOTSUP;
+#else
+	o.automatic = !c.pids.empty() || !c.cgroup.empty();
+	o.min_size = min_size;
+	llmtrace::FeedOptions fo;
+	for (const std::string &p : c.manage) {
+		char real[PATH_MAX];
+		if (!realpath(p.c_str(), real))
+			return err = "--manage " + p + ": " + std::strerror(errno), -errno;
+		o.manage.push_back(real);
+	}
+	if (!o.automatic)
+		fo.path_prefixes = o.manage; // only the managed files leave the kernel
+	fo.min_size = o.manage.empty() ? min_size : 0;
+	fo.pid = c.pids.empty() ? 0 : c.pids.front();
+	fo.cgroup = c.cgroup;
+	fo.ring_bytes = ring;
+	fo.hooks = c.hooks;
+	if (int r = pagecache::ensure_memlock(o.pin_budget, err); r < 0)
+		return r;
+	if (int r = pagecache::Manager::open(o, im.mgr, err); r < 0)
+		return r;
+	im.mgr->log = log;
+	try {
+		im.feed = std::make_unique<llmtrace::Feed>(fo);
+	} catch (const llmtrace::FeedError &e) {
+		err = e.what();
+		if (err.rfind("llmtrace needs", 0) == 0) // the feed speaks for llmtrace
+			err.replace(0, 8, "llmcached --mode=bpf");
+		return e.usage() ? -EINVAL : -EPERM;
+	}
+	for (size_t i = 1; i < c.pids.size(); i++)
+		im.feed->follow(c.pids[i]);
+	im.feed->on_name = [&im](uint32_t dev, uint64_t inode, const std::string &path) { im.mgr->on_name(dev, inode, path); };
+	im.feed->on_access = [&im](const llmcache_access &a) { im.mgr->on_access(a); };
+	log("page-cache mode: BPF feed with the " + std::string(im.feed->filemap() ? "filemap" : "syscall") +
+	    " hooks, pin budget " + units::format_bytes(o.pin_budget) + (o.automatic ? ", automatic" : "") + ", " +
+	    std::to_string(o.manage.size()) + " files named");
+	im.thread = std::thread([&im] { im.run(); });
+	out = std::move(m);
+	return 0;
+#endif
+}
+
+BpfMode::~BpfMode()
+{
+	if (!impl_)
+		return;
+	impl_->stop = true;
+	if (impl_->thread.joinable())
+		impl_->thread.join();
+	if (impl_->mgr)
+		impl_->mgr->release();
+}
+
+std::string BpfMode::status()
+{
+	std::lock_guard g(impl_->lock);
+	return impl_->mgr->status(impl_->info());
+}
+
+} // namespace llmcached

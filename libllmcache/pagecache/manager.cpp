@@ -1,0 +1,379 @@
+// SPDX-License-Identifier: MIT
+#include "pagecache/manager.hpp"
+
+#include "pagecache/memcg.hpp"
+#include "pagecache/scan_drop.hpp"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+namespace llmcache::pagecache {
+
+namespace {
+
+constexpr uint64_t BS = LLMCACHE_BLOCK_SIZE;
+constexpr uint32_t PLAN_MAX = 256, PIDS_MAX = 64;
+constexpr uint64_t SCAN_LAG = 32; // blocks behind a scan's cursor that may still be in flight
+
+// The trace's dev encoding (the kernel's new_encode_dev) of a stat() st_dev.
+uint32_t encode(dev_t d)
+{
+	const uint32_t ma = major(d), mi = minor(d);
+	return (mi & 0xff) | (ma << 8) | ((mi & ~0xffu) << 12);
+}
+uint64_t file_id(uint32_t dev, uint64_t inode) { return (uint64_t(dev) << 44) ^ inode; }
+
+// Paths are the last value of a line; spaces and newlines in them are escaped as %20, %0a (and % as %25).
+std::string escape(const std::string &s)
+{
+	std::string out;
+	for (char c : s)
+		out += c == ' ' ? "%20" : c == '\n' ? "%0a" : c == '%' ? "%25" : std::string(1, c);
+	return out;
+}
+
+uint64_t vm_locked_bytes()
+{
+	std::ifstream in("/proc/self/status");
+	for (std::string line; std::getline(in, line);)
+		if (line.rfind("VmLck:", 0) == 0)
+			return std::stoull(line.substr(6)) * 1024;
+	return 0;
+}
+
+} // namespace
+
+int Manager::open(const Options &o, std::unique_ptr<Manager> &out, std::string &err)
+{
+	std::unique_ptr<Manager> m(new Manager());
+	m->o_ = o;
+	llc_config cfg;
+	llc_config_default(&cfg);
+	const uint64_t size = llc_core_size(&cfg);
+	m->mem_ = std::aligned_alloc(8, (size + 7) & ~uint64_t(7));
+	if (!m->mem_ || !(m->core_ = llc_core_init(m->mem_, size, &cfg)))
+		return err = "cannot allocate the policy core", -ENOMEM;
+	m->seqs_.resize(cfg.max_seqs + 1);
+	for (const std::string &p : o.manage)
+		if (int r = m->add_file(p, err); r < 0)
+			return r;
+	out = std::move(m);
+	return 0;
+}
+
+Manager::~Manager()
+{
+	files_.clear();
+	std::free(mem_);
+}
+
+int Manager::add_file(const std::string &path, std::string &err, uint64_t expect_id)
+{
+	std::unique_ptr<PinnedFile> pf;
+	if (int r = PinnedFile::open(path, pf, err); r < 0)
+		return r;
+	const uint64_t id = file_id(encode(pf->dev()), pf->inode());
+	if (expect_id && id != expect_id)
+		return err = "it was replaced after it was read", -ESTALE;
+	if (expect_id && pf->blocks() * BS < o_.min_size)
+		return 0; // automatic mode leaves small files alone
+	if (const uint32_t *k = by_id_.find(id); k && *k)
+		return 0; // the same file under another name
+	readahead_ = std::max(readahead_, readahead_bytes(pf->dev()));
+	files_.emplace_back();
+	files_.back().pf = std::move(pf);
+	by_id_.put(id, uint32_t(files_.size()));
+	log("managing " + path + " (" + std::to_string(files_.back().pf->blocks()) + " blocks)");
+	return 0;
+}
+
+void Manager::on_name(uint32_t dev, uint64_t inode, const std::string &path)
+{
+	const uint64_t id = file_id(dev, inode);
+	if (by_id_.find(id) || !o_.automatic)
+		return;
+	by_id_.put(id, 0); // not managed unless add_file() takes it
+	std::string err;
+	if (add_file(path, err, id) < 0)
+		log("not managing " + path + ": " + err);
+}
+
+void Manager::note_pid(uint32_t pid)
+{
+	if (std::find(pids_.begin(), pids_.end(), pid) != pids_.end() || pids_.size() >= PIDS_MAX)
+		return;
+	pids_.push_back(pid);
+	const uint64_t lim = memcg_limit(pid_t(pid));
+	if (lim < memcg_limit_) {
+		memcg_limit_ = lim;
+		log("pid " + std::to_string(pid) + " runs in a memory cgroup limited to " + std::to_string(lim >> 20) +
+		    " MiB: pins are capped at " + std::to_string(budget_blocks() * BS >> 20) + " MiB");
+	}
+}
+
+void Manager::on_access(const llmcache_access &a)
+{
+	const uint32_t *k = by_id_.find(file_id(a.dev, a.inode));
+	if (!k || !*k || a.op == LLMCACHE_OP_PATH)
+		return;
+	File &f = files_[*k - 1];
+	note_pid(a.pid);
+	f.mapped |= a.op == LLMCACHE_OP_MMAP_FAULT;
+	if (a.op == LLMCACHE_OP_MMAP_FAULT && f.mappers.size() < PIDS_MAX &&
+	    std::find(f.mappers.begin(), f.mappers.end(), a.pid) == f.mappers.end())
+		f.mappers.push_back(a.pid);
+	for (uint64_t b = a.first_block; b < a.first_block + a.nr_blocks; b++) {
+		const llc_verdict v = llc_access(core_, *k, b, a.time_ns);
+		f.accesses++;
+		f.by_class[v.cls]++;
+		SeqState &s = seqs_[v.seq];
+		const uint64_t created = llc_seq_get(core_, v.seq)->created_vt;
+		if (s.created_vt != created)
+			s = {created, 0, 0}; // a recycled sequence id
+		s.last_ns = a.time_ns;
+	}
+}
+
+uint64_t Manager::headroom() const
+{
+	// A read()-based engine needs room for its readahead: the current and the next window, and one for
+	// everything else (with 8 MiB windows, 12 MiB of room thrashed and 24 MiB did not).
+	uint64_t h = std::max(o_.memcg_headroom, 3 * readahead_);
+	// Reclaim has to unmap an mmap engine's pages and age their accessed bits: with the pins too close
+	// to the limit it fails and the engine is OOM-killed (seen with 8-16 MiB under 128 MiB), and with a
+	// quarter of the limit left its read-around re-read pages before their use (141 MB read per token
+	// for a floor of 101). Such an engine keeps half of its limit (134 MB for a floor of 134).
+	for (const File &f : files_)
+		if (f.mapped && memcg_limit_ != UINT64_MAX)
+			h = std::max(h, memcg_limit_ / 2);
+	return h;
+}
+
+uint64_t Manager::budget_blocks() const
+{
+	const uint64_t b = o_.pin_budget / BS, h = headroom();
+	if (memcg_limit_ == UINT64_MAX)
+		return b;
+	return std::min(b, memcg_limit_ > h ? (memcg_limit_ - h) / BS : 0);
+}
+
+uint64_t Manager::pinned_blocks() const
+{
+	uint64_t n = 0;
+	for (const File &f : files_)
+		n += f.pf->locked();
+	return n;
+}
+
+void Manager::tick(uint64_t now_ns)
+{
+	if (now_ns - last_prune_ns_ > 1'000'000'000) { // forget engines that exited
+		last_prune_ns_ = now_ns;
+		std::erase_if(pids_, [](uint32_t p) { return kill(pid_t(p), 0) && errno == ESRCH; });
+		for (File &f : files_)
+			std::erase_if(f.mappers, [](uint32_t p) { return kill(pid_t(p), 0) && errno == ESRCH; });
+	}
+	// Pins: the plan's ranges per file; first release what left it, then lock within what is left.
+	llc_pin_range plan[PLAN_MAX];
+	const uint64_t budget = budget_blocks();
+	const uint32_t n = llc_pin_plan(core_, budget, plan, PLAN_MAX);
+	std::vector<std::vector<Range>> want(files_.size());
+	for (uint32_t i = 0; i < n; i++)
+		if (plan[i].file >= 1 && plan[i].file <= files_.size())
+			want[plan[i].file - 1].push_back({plan[i].first, plan[i].count});
+	// Pins are sticky: a pinned block stays while it belongs to a LOOP sequence and the budget holds, and
+	// new pins follow the plan within what is left. An mmap engine does not fault on pinned pages again,
+	// so the core sees its loop in pieces whose periods and order change from one iteration to the next:
+	// following each new plan exactly would unpin and re-read the same blocks over and over.
+	std::string err;
+	std::vector<std::vector<Range>> keep(files_.size());
+	for (size_t i = 0; i < files_.size(); i++)
+		for (const Range &r : files_[i].pf->locked_runs())
+			for (uint64_t b = r.first; b < r.first + r.count; b++) {
+				const uint16_t id = llc_lookup(core_, i + 1, b);
+				if (!id || llc_seq_get(core_, id)->cls != LLMCACHE_CLASS_LOOP)
+					continue;
+				if (!keep[i].empty() && keep[i].back().first + keep[i].back().count == b)
+					keep[i].back().count++;
+				else
+					keep[i].push_back({b, 1});
+			}
+	uint64_t kept = 0;
+	for (int strict = 0; strict < 2; strict++) { // the plan alone when the budget shrank below the pins
+		if (strict)
+			keep.assign(files_.size(), {});
+		for (size_t i = 0; i < files_.size(); i++) {
+			const uint64_t before = files_[i].pf->locked();
+			files_[i].pf->apply(want[i], 0, err, keep[i]);
+			released_ += before - files_[i].pf->locked();
+		}
+		if ((kept = pinned_blocks()) <= budget)
+			break;
+	}
+	uint64_t left = budget > kept ? budget - kept : 0;
+	for (size_t i = 0; i < files_.size() && left; i++) {
+		const uint64_t before = files_[i].pf->locked();
+		if (files_[i].pf->apply(want[i], left, err, keep[i]) < 0 && !warned_mlock_) {
+			warned_mlock_ = true;
+			log(err);
+		}
+		left -= std::min(left, files_[i].pf->locked() - before);
+	}
+	drop_scans(now_ns);
+	drop_loop_tails(want);
+}
+
+void Manager::drop_range(File &f, uint64_t first, uint64_t count, uint64_t &counter)
+{
+	if (!drop_blocks(f.pf->fd(), first, count))
+		counter += count;
+	for (uint32_t pid : f.mappers) {
+		const long r = cold_blocks(pid_t(pid), f.pf->dev(), f.pf->inode(), first, count);
+		if (r > 0)
+			f.cold += uint64_t(r) / BS;
+		else if (r < 0 && r != -ESRCH) {
+			cold_denied_ += count;
+			if (!warned_cold_) {
+				warned_cold_ = true;
+				log("process_madvise(MADV_COLD) on pid " + std::to_string(pid) + " refused: " +
+				    std::strerror(int(-r)) +
+				    " (needs CAP_SYS_NICE and ptrace access to the engine, Linux 5.10+); its mapped pages "
+				    "age normally");
+			}
+		}
+	}
+}
+
+void Manager::drop_scans(uint64_t now_ns)
+{
+	for (uint16_t id = llc_first(core_, LLMCACHE_CLASS_SEQ); id; id = llc_next(core_, id)) {
+		const llc_seq *q = llc_seq_get(core_, id);
+		SeqState &s = seqs_[id];
+		if (s.created_vt != q->created_vt || q->file < 1 || q->file > files_.size())
+			continue;
+		// Finished: untouched for scan_idle; everything up to the cursor goes.
+		const uint64_t from = std::max(q->start, s.dropped_to), to = q->cursor + 1;
+		if (now_ns < s.last_ns + o_.scan_idle_ns || to <= from)
+			continue;
+		File &f = files_[q->file - 1];
+		// Only the blocks still in this sequence: re-read blocks moved to HOT or LOOP sequences stay.
+		for (uint64_t b = from; b < to;) {
+			uint64_t e = b;
+			while (e < to && llc_lookup(core_, q->file, e) == id)
+				e++;
+			if (e > b)
+				drop_range(f, b, e - b, f.dropped);
+			b = e + 1;
+		}
+		s.dropped_to = to;
+	}
+}
+
+// Loop tails. When the engine's memory cgroup cannot hold a loop, the unpinned blocks its cursor has
+// passed are evicted before the next iteration anyway. Dropping them at once leaves the room to the
+// readahead of the blocks ahead: otherwise reclaim gives an mmap engine's just-used pages (young in its
+// page tables) a second chance and takes the readahead pages instead, which are then read twice.
+void Manager::drop_loop_tails(const std::vector<std::vector<Range>> &planned)
+{
+	if (memcg_limit_ == UINT64_MAX)
+		return; // no known limit: the loop may well fit
+	const uint64_t cap = memcg_limit_ > headroom() ? (memcg_limit_ - headroom()) / BS : 0;
+	for (uint16_t id = llc_first(core_, LLMCACHE_CLASS_LOOP); id; id = llc_next(core_, id)) {
+		const llc_seq *q = llc_seq_get(core_, id);
+		SeqState &s = seqs_[id];
+		if (s.created_vt != q->created_vt || q->file < 1 || q->file > files_.size())
+			continue;
+		File &f = files_[q->file - 1];
+		if (f.pf->blocks() <= cap)
+			continue; // the whole file fits in what the cgroup leaves
+		if (q->cursor + 1 < s.dropped_to || s.dropped_to < q->start)
+			s.dropped_to = q->start; // a new iteration
+		const uint64_t to = q->cursor > SCAN_LAG ? q->cursor - SCAN_LAG : 0;
+		auto keep = [&](uint64_t b) {
+			if (f.pf->locked_in(b, 1))
+				return true;
+			for (const Range &r : planned[q->file - 1])
+				if (b >= r.first && b < r.first + r.count)
+					return true;
+			return false;
+		};
+		for (uint64_t b = s.dropped_to; b < to;) {
+			uint64_t e = b;
+			while (e < to && !keep(e))
+				e++;
+			if (e > b)
+				drop_range(f, b, e - b, f.tail);
+			b = e + 1;
+		}
+		s.dropped_to = std::max(s.dropped_to, to);
+	}
+}
+
+void Manager::release()
+{
+	for (File &f : files_)
+		f.pf->release();
+}
+
+std::string Manager::status(const FeedInfo &feed) const
+{
+	const uint64_t *st = llc_stats(core_);
+	const uint64_t pinned = pinned_blocks();
+	uint64_t dropped = 0, cold = 0, tail = 0;
+	for (const File &f : files_)
+		dropped += f.dropped, cold += f.cold, tail += f.tail;
+	auto kv = [](const char *k, uint64_t v) { return std::string(" ") + k + " " + std::to_string(v); };
+	std::string out = "global mode bpf" + kv("enable", 1) + kv("pin_budget", o_.pin_budget) +
+			  kv("hot_reserve", o_.hot_reserve) + kv("bw", o_.bw) + kv("t_ns", o_.t_ns) + " hook_mode bpf-" +
+			  feed.hooks + kv("registered", files_.size()) + kv("effective_budget", budget_blocks() * BS) +
+			  kv("memcg_limit", memcg_limit_ == UINT64_MAX ? 0 : memcg_limit_) +
+			  kv("vm_locked", vm_locked_bytes()) + kv("scan_idle_ns", o_.scan_idle_ns) + "\n";
+	const uint64_t misses = std::min(feed.inserted, st[LLMCACHE_STAT_ACCESSES]);
+	out += "stats" + kv("accesses", st[LLMCACHE_STAT_ACCESSES]) + kv("hits", st[LLMCACHE_STAT_ACCESSES] - misses) +
+	       kv("misses", misses) + kv("seq_blocks", st[LLMCACHE_STAT_SEQ_BLOCKS]) +
+	       kv("loop_blocks", st[LLMCACHE_STAT_LOOP_BLOCKS]) + kv("hot_blocks", st[LLMCACHE_STAT_HOT_BLOCKS]) +
+	       kv("loop_iterations", st[LLMCACHE_STAT_LOOP_ITERATIONS]) + kv("seqs_created", st[LLMCACHE_STAT_SEQS_CREATED]) +
+	       kv("seqs_recycled", st[LLMCACHE_STAT_SEQS_RECYCLED]) +
+	       kv("chunks_recycled", st[LLMCACHE_STAT_CHUNKS_RECYCLED]) + kv("pinned", pinned) +
+	       kv("shrinker_released", released_) + kv("events_dropped", feed.lost) +
+	       kv("seq_seqs", llc_class_count(core_, LLMCACHE_CLASS_SEQ)) +
+	       kv("loop_seqs", llc_class_count(core_, LLMCACHE_CLASS_LOOP)) +
+	       kv("hot_seqs", llc_class_count(core_, LLMCACHE_CLASS_HOT)) + kv("dropped_blocks", dropped) + kv("loop_tail_dropped", tail) +
+	       kv("cold_blocks", cold) + kv("cold_denied", cold_denied_) + kv("page_cache_added", feed.inserted) +
+	       kv("page_cache_removed", feed.evicted) + "\n";
+	constexpr size_t MAX_TEXT = 96 << 10; // one SOCK_SEQPACKET reply must fit the socket's send buffer
+	size_t shown = 0;
+	for (size_t i = 0; i < files_.size() && out.size() < MAX_TEXT; i++, shown++) {
+		const File &f = files_[i];
+		out += "file" + kv("id", i + 1) + kv("accesses", f.accesses) + kv("seq_blocks", f.by_class[LLMCACHE_CLASS_SEQ]) +
+		       kv("loop_blocks", f.by_class[LLMCACHE_CLASS_LOOP]) + kv("hot_blocks", f.by_class[LLMCACHE_CLASS_HOT]) +
+		       kv("pinned", f.pf->locked()) + kv("blocks", f.pf->blocks()) +
+		       kv("resident", f.pf->resident(0, f.pf->blocks())) + kv("dropped", f.dropped) + kv("tail_dropped", f.tail) + kv("cold", f.cold) +
+		       " path " + escape(f.pf->path()) + "\n";
+	}
+	if (shown < files_.size())
+		out += "truncated files " + std::to_string(files_.size() - shown) + "\n";
+	const uint64_t bw_blocks = o_.bw / BS;
+	for (uint16_t id = llc_first(core_, LLMCACHE_CLASS_LOOP); id && out.size() < 2 * MAX_TEXT;
+	     id = llc_next(core_, id)) {
+		const llc_seq *q = llc_seq_get(core_, id);
+		if (q->file < 1 || q->file > files_.size())
+			continue;
+		const uint64_t n_blocks = q->end - q->start + 1, s_min = llc_size_min_blocks(n_blocks, bw_blocks, o_.t_ns);
+		const uint64_t pin = files_[q->file - 1].pf->locked_in(q->start, n_blocks);
+		out += "loop" + kv("seq", id) + kv("file", q->file) + kv("first", q->start) + kv("n", n_blocks) +
+		       kv("iterations", q->iterations) + kv("period_ns", q->period_ns) + kv("s_min", s_min) +
+		       kv("pinned", pin) + kv("deficit", s_min > pin ? s_min - pin : 0) +
+		       kv("stall_ns", llc_stall_ns(n_blocks, pin, bw_blocks, o_.t_ns)) + "\n";
+	}
+	return out;
+}
+
+} // namespace llmcache::pagecache

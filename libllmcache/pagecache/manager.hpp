@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The page-cache policy in userspace: llmcached --mode=bpf. File accesses (from the BPF feed, or any
+ * caller) go through the same policy core as in llmcache.ko (libllmcache/core); the manager enforces its
+ * decisions with what userspace has:
+ * - loops are pinned by mlock() of the daemon's own mapping of each managed file (pinned_file.hpp),
+ *   following llc_pin_plan() within the budget: loops by increasing period, each from its lowest block;
+ * - finished scans (SEQ sequences not touched for scan_idle) are dropped (scan_drop.hpp):
+ *   posix_fadvise(DONTNEED) for everyone, process_madvise(MADV_COLD) for processes that map the file;
+ * - so are the unpinned blocks a loop's cursor has passed, when the engine's memory cgroup cannot hold
+ *   the loop (they would be evicted before their next use anyway);
+ * - the budget is capped below the memory limit of the engines' cgroup (memcg.hpp), since nothing gives
+ *   mlocked pages back under pressure the way the module's shrinker does.
+ * Managed files are the ones named at start (manage) and, in automatic mode, every file the feed names
+ * (the feed applies the pid / cgroup and minimum-size filters). tick() applies the plan and the drops;
+ * status() renders the state as "key value" lines for llmcachectl (Documentation/userspace-mode.md).
+ * Not thread-safe: the caller serialises.
+ */
+#pragma once
+#include "pagecache/pinned_file.hpp"
+#include "sim/flat_map.hpp"
+
+extern "C" {
+#include "core/core.h"
+}
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace llmcache::pagecache {
+
+struct Options {
+	uint64_t pin_budget = 256ull << 20;   // bytes
+	uint64_t hot_reserve = 4ull << 20;    // bytes (reported; HOT pages are left to the kernel)
+	uint64_t bw = 100'000'000;            // storage bandwidth, bytes/s (sizing rule)
+	uint64_t t_ns = 100'000'000;          // allowed fetch delay per iteration (sizing rule)
+	uint64_t scan_idle_ns = 1'000'000'000; // a SEQ untouched this long is a finished scan
+	uint64_t memcg_headroom = 16ull << 20; // budget cap = engine's memcg limit - this; at least 3 readahead
+					      // windows, and half the limit for mmap engines
+	bool automatic = false;               // manage every file the feed names
+	uint64_t min_size = 0;                // automatic mode: smaller files are left alone
+	std::vector<std::string> manage;      // files managed from the start
+};
+
+// What the access source reports about itself, for status().
+struct FeedInfo {
+	std::string hooks;
+	uint64_t lost = 0, inserted = 0, evicted = 0;
+};
+
+class Manager {
+public:
+	static int open(const Options &o, std::unique_ptr<Manager> &out, std::string &err);
+	~Manager();
+
+	// The feed names a file before its first access. dev is st_dev in the trace's encoding.
+	void on_name(uint32_t dev, uint64_t inode, const std::string &path);
+	void on_access(const llmcache_access &a);
+	// Apply the pin plan and drop finished scans. now_ns is CLOCK_MONOTONIC, as in the records.
+	void tick(uint64_t now_ns);
+	void release(); // unlock every pin
+
+	std::string status(const FeedInfo &feed) const;
+	uint64_t pinned_blocks() const;
+	uint64_t budget_blocks() const; // the pin budget after the memcg cap
+	std::function<void(const std::string &)> log = [](const std::string &) {};
+
+private:
+	struct File {
+		std::unique_ptr<PinnedFile> pf;
+		uint64_t accesses = 0, by_class[LLMCACHE_NR_CLASSES] = {};
+		uint64_t dropped = 0, tail = 0, cold = 0; // blocks: scans dropped, loop tails dropped, made cold
+		std::vector<uint32_t> mappers; // live pids that faulted it through mmap
+		bool mapped = false;           // engines map it: more memcg headroom (kept after they exit)
+	};
+	struct SeqState {
+		uint64_t created_vt = 0, last_ns = 0, dropped_to = 0; // dropped_to: blocks below it are done
+	};
+	Manager() = default;
+	// Manage path; with expect_id (automatic mode), only if it is still that file and not too small.
+	int add_file(const std::string &path, std::string &err, uint64_t expect_id = 0);
+	void note_pid(uint32_t pid);
+	uint64_t headroom() const;
+	void drop_range(File &f, uint64_t first, uint64_t count, uint64_t &counter);
+	void drop_scans(uint64_t now_ns);
+	void drop_loop_tails(const std::vector<std::vector<Range>> &planned);
+
+	Options o_;
+	void *mem_ = nullptr;
+	llc_core *core_ = nullptr;
+	std::vector<File> files_;                // core file key = index + 1
+	llmcache::sim::FlatMap<uint32_t> by_id_{64}; // (dev, inode) -> key; 0: not managed
+	std::vector<SeqState> seqs_;
+	std::vector<uint32_t> pids_;             // engines seen, for the memcg cap
+	uint64_t readahead_ = 0; // the largest readahead window of the managed files' devices
+	uint64_t memcg_limit_ = UINT64_MAX, released_ = 0, cold_denied_ = 0, last_prune_ns_ = 0;
+	bool warned_mlock_ = false, warned_cold_ = false;
+};
+
+} // namespace llmcache::pagecache

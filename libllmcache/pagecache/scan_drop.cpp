@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: MIT
+#include "pagecache/scan_drop.hpp"
+
+#include "../../include/uapi/llmcache.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cerrno>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#ifndef MADV_COLD
+#define MADV_COLD 20
+#endif
+
+namespace llmcache::pagecache {
+
+constexpr uint64_t BS = LLMCACHE_BLOCK_SIZE;
+
+std::vector<Mapping> find_mappings(std::string_view maps, unsigned major, unsigned minor, uint64_t inode)
+{
+	std::vector<Mapping> out;
+	std::istringstream in{std::string(maps)};
+	for (std::string line; std::getline(in, line);) {
+		unsigned long long start, end, offset, ino;
+		unsigned maj, min;
+		char perms[8];
+		if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %x:%x %llu", &start, &end, perms, &offset, &maj, &min,
+				&ino) == 7 &&
+		    maj == major && min == minor && ino == inode && end > start)
+			out.push_back({start, end, offset});
+	}
+	return out;
+}
+
+int drop_blocks(int fd, uint64_t first, uint64_t count)
+{
+	const int e = posix_fadvise(fd, off_t(first * BS), off_t(count * BS), POSIX_FADV_DONTNEED);
+	return -e;
+}
+
+long cold_blocks(pid_t pid, dev_t dev, uint64_t inode, uint64_t first, uint64_t count)
+{
+	std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
+	if (!in)
+		return -ESRCH;
+	std::stringstream text;
+	text << in.rdbuf();
+	std::vector<iovec> iov;
+	const uint64_t lo = first * BS, hi = (first + count) * BS;
+	for (const Mapping &m : find_mappings(text.str(), major(dev), minor(dev), inode)) {
+		const uint64_t a = std::max(lo, m.offset), b = std::min(hi, m.offset + (m.end - m.start));
+		if (a < b)
+			iov.push_back({reinterpret_cast<void *>(m.start + (a - m.offset)), size_t(b - a)});
+	}
+	if (iov.empty())
+		return 0;
+	const int pidfd = int(syscall(SYS_pidfd_open, pid, 0));
+	if (pidfd < 0)
+		return -errno;
+	long done = 0;
+	for (size_t i = 0; i < iov.size(); i += IOV_MAX) {
+		const long n = syscall(SYS_process_madvise, pidfd, &iov[i], std::min<size_t>(IOV_MAX, iov.size() - i),
+				       MADV_COLD, 0u);
+		if (n < 0) {
+			done = -errno;
+			break;
+		}
+		done += n;
+	}
+	close(pidfd);
+	return done;
+}
+
+} // namespace llmcache::pagecache

@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: MIT
+// The userspace page-cache mode's pieces (libllmcache/pagecache): /proc parsing, mlock pins on the
+// daemon's own mapping, and the manager driving them from the policy core with synthetic accesses on
+// real files (what llmcached --mode=bpf gets from the BPF feed).
+#include "cmocka_cpp.hpp"
+
+#include "pagecache/manager.hpp"
+#include "pagecache/memcg.hpp"
+#include "pagecache/pinned_file.hpp"
+#include "pagecache/scan_drop.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+using namespace llmcache::pagecache;
+
+namespace {
+
+constexpr uint64_t BS = LLMCACHE_BLOCK_SIZE;
+
+std::string dir; // this run's files
+
+// A file of `blocks` blocks in a fresh directory, written and synced (clean pages, all resident).
+std::string make_file(const char *name, uint64_t blocks)
+{
+	if (dir.empty()) {
+		char tmpl[] = "/var/tmp/test_pagecache.XXXXXX";
+		assert_non_null(mkdtemp(tmpl));
+		dir = tmpl;
+	}
+	std::string path = dir + "/" + name;
+	const int fd = open(path.c_str(), O_CREAT | O_TRUNC | O_RDWR, 0600);
+	assert_true(fd >= 0);
+	std::vector<char> buf(BS, 'x');
+	for (uint64_t b = 0; b < blocks; b++)
+		assert_int_equal(pwrite(fd, buf.data(), BS, off_t(b * BS)), BS);
+	fsync(fd);
+	close(fd);
+	return path;
+}
+
+uint32_t encode(dev_t d) { return (minor(d) & 0xff) | (major(d) << 8) | ((minor(d) & ~0xffu) << 12); }
+
+llmcache_access access_of(const std::string &path, uint64_t first, uint32_t n, uint64_t t_ns)
+{
+	struct stat st;
+	stat(path.c_str(), &st);
+	llmcache_access a{};
+	a.time_ns = t_ns;
+	a.pid = uint32_t(getpid());
+	a.dev = encode(st.st_dev);
+	a.inode = st.st_ino;
+	a.first_block = first;
+	a.nr_blocks = n;
+	a.op = LLMCACHE_OP_READ;
+	return a;
+}
+
+uint64_t resident(const std::string &path)
+{
+	std::unique_ptr<PinnedFile> f;
+	std::string err;
+	assert_int_equal(PinnedFile::open(path, f, err), 0);
+	return f->resident(0, f->blocks());
+}
+
+void find_mappings__maps_text__only_that_file_with_offsets(void **)
+{
+	const char *maps = "7f0000000000-7f0000400000 r--s 00000000 fd:01 1234 /m/w.bin\n"
+			   "7f0000400000-7f0000401000 rw-p 00000000 00:00 0 \n"
+			   "7f1000000000-7f1000200000 r--s 00200000 fd:01 1234 /m/w.bin\n"
+			   "7f2000000000-7f2000001000 r--s 00000000 fd:02 1234 /other\n";
+	auto m = find_mappings(maps, 0xfd, 1, 1234);
+	assert_int_equal(m.size(), 2);
+	assert_int_equal(m[0].start, 0x7f0000000000ull);
+	assert_int_equal(m[0].end, 0x7f0000400000ull);
+	assert_int_equal(m[1].offset, 0x200000ull);
+	assert_int_equal(find_mappings(maps, 0xfd, 1, 99).size(), 0);
+}
+
+void memcg_limit_file__v1_v2_and_root__limit_file_or_none(void **)
+{
+	assert_string_equal(memcg_limit_file("12:memory:/bench\n0::/\n").c_str(),
+			    "/sys/fs/cgroup/memory/bench/memory.limit_in_bytes");
+	assert_string_equal(memcg_limit_file("4:cpu,memory:/\n").c_str(), "/sys/fs/cgroup/memory/memory.limit_in_bytes");
+	assert_true(memcg_limit_file("0::/user.slice/app\n").ends_with("/user.slice/app/memory.max"));
+	assert_true(memcg_limit_file("0::/\n3:cpu:/x\n").empty());
+}
+
+void pinned_file_apply__plan_then_smaller_plan__locks_resident_planned_blocks_only(void **)
+{
+	const std::string path = make_file("pins.bin", 64);
+	std::unique_ptr<PinnedFile> f;
+	std::string err;
+	assert_int_equal(PinnedFile::open(path, f, err), 0);
+	assert_int_equal(f->apply({{0, 16}, {32, 8}}, 100, err), 0);
+	assert_int_equal(f->locked(), 24);
+	assert_int_equal(f->locked_in(0, 32), 16);
+	assert_int_equal(f->apply({{0, 16}, {32, 8}}, 100, err), 0); // idempotent
+	assert_int_equal(f->locked(), 24);
+	assert_int_equal(f->apply({{0, 32}}, 10, err), 0); // 8 released, at most 10 more
+	assert_int_equal(f->locked(), 26);
+	assert_int_equal(f->locked_in(32, 8), 0);
+	// A block that is not resident is not locked (the daemon does not read files itself).
+	f->release();
+	const int fd = open(path.c_str(), O_RDONLY);
+	posix_fadvise(fd, 60 * BS, 4 * BS, POSIX_FADV_DONTNEED);
+	close(fd);
+	assert_int_equal(f->apply({{56, 8}}, 100, err), 0);
+	assert_int_equal(f->locked(), 4);
+	assert_int_equal(f->resident(60, 4), 0);
+}
+
+void pinned_file_apply__kept_ranges__stay_locked_outside_the_plan(void **)
+{
+	const std::string path = make_file("keep.bin", 64);
+	std::unique_ptr<PinnedFile> f;
+	std::string err;
+	assert_int_equal(PinnedFile::open(path, f, err), 0);
+	assert_int_equal(f->apply({{0, 16}}, 100, err), 0);
+	assert_int_equal(f->apply({{32, 8}}, 4, err, {{0, 16}}), 0); // kept, and 4 new ones
+	assert_int_equal(f->locked_in(0, 16), 16);
+	assert_int_equal(f->locked_in(32, 8), 4);
+	assert_int_equal(f->apply({{32, 8}}, 100, err), 0); // no longer kept: only the plan
+	assert_int_equal(f->locked(), 8);
+	assert_int_equal(f->locked_in(0, 16), 0);
+}
+
+void pinned_file_lock__dontneed_from_another_descriptor__pages_stay(void **)
+{
+	const std::string path = make_file("stay.bin", 32);
+	std::unique_ptr<PinnedFile> f;
+	std::string err;
+	assert_int_equal(PinnedFile::open(path, f, err), 0);
+	assert_int_equal(f->apply({{0, 16}}, 100, err), 0);
+	const int fd = open(path.c_str(), O_RDONLY);
+	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	close(fd);
+	assert_int_equal(f->resident(0, 16), 16);
+	assert_int_equal(f->resident(16, 16), 0);
+	f->release();
+	const int fd2 = open(path.c_str(), O_RDONLY);
+	posix_fadvise(fd2, 0, 0, POSIX_FADV_DONTNEED);
+	close(fd2);
+	f.reset();
+	assert_int_equal(resident(path), 0);
+}
+
+void manager__loop_read_three_times__pinned_within_budget_and_loop_reported(void **)
+{
+	const std::string path = make_file("loop.bin", 256);
+	Options o;
+	o.pin_budget = 100 * BS;
+	o.manage = {path};
+	std::unique_ptr<Manager> m;
+	std::string err;
+	assert_int_equal(Manager::open(o, m, err), 0);
+	uint64_t t = 1'000'000'000;
+	for (int it = 0; it < 3; it++)
+		for (uint64_t b = 0; b < 256; b += 32, t += 1'000'000)
+			m->on_access(access_of(path, b, 32, t));
+	m->tick(t);
+	assert_int_equal(m->pinned_blocks(), 100);
+	const std::string s = m->status({"filemap", 0, 0, 0});
+	assert_non_null(std::strstr(s.c_str(), "loop seq "));
+	assert_non_null(std::strstr(s.c_str(), " n 256 "));
+	assert_non_null(std::strstr(s.c_str(), " pinned 100 "));
+	m->release();
+	assert_int_equal(m->pinned_blocks(), 0);
+}
+
+void manager__scan_idle__dropped_after_idle_not_before(void **)
+{
+	const std::string path = make_file("config.bin", 128);
+	Options o;
+	o.manage = {path};
+	o.scan_idle_ns = 500'000'000;
+	std::unique_ptr<Manager> m;
+	std::string err;
+	assert_int_equal(Manager::open(o, m, err), 0);
+	const uint64_t t = 5'000'000'000;
+	for (uint64_t b = 0; b < 128; b += 32)
+		m->on_access(access_of(path, b, 32, t));
+	m->tick(t + 100'000'000); // still fresh: kept
+	assert_int_equal(resident(path), 128);
+	m->tick(t + 600'000'000);
+	assert_int_equal(resident(path), 0);
+	assert_non_null(std::strstr(m->status({}).c_str(), " dropped_blocks 128 "));
+}
+
+void manager__unmanaged_and_missing_files__ignored_or_refused(void **)
+{
+	Options o;
+	o.manage = {"/nonexistent/weights.bin"};
+	std::unique_ptr<Manager> m;
+	std::string err;
+	assert_true(Manager::open(o, m, err) < 0);
+	assert_non_null(std::strstr(err.c_str(), "/nonexistent/weights.bin"));
+	o.manage = {};
+	assert_int_equal(Manager::open(o, m, err), 0);
+	m->on_access(access_of(make_file("other.bin", 8), 0, 8, 1)); // never named: not managed
+	m->tick(2);
+	assert_int_equal(m->pinned_blocks(), 0);
+}
+
+} // namespace
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(find_mappings__maps_text__only_that_file_with_offsets),
+		cmocka_unit_test(memcg_limit_file__v1_v2_and_root__limit_file_or_none),
+		cmocka_unit_test(pinned_file_apply__plan_then_smaller_plan__locks_resident_planned_blocks_only),
+		cmocka_unit_test(pinned_file_apply__kept_ranges__stay_locked_outside_the_plan),
+		cmocka_unit_test(pinned_file_lock__dontneed_from_another_descriptor__pages_stay),
+		cmocka_unit_test(manager__loop_read_three_times__pinned_within_budget_and_loop_reported),
+		cmocka_unit_test(manager__scan_idle__dropped_after_idle_not_before),
+		cmocka_unit_test(manager__unmanaged_and_missing_files__ignored_or_refused),
+	};
+	const int r = cmocka_run_group_tests(tests, nullptr, nullptr);
+	if (!dir.empty())
+		std::system(("rm -rf " + dir).c_str());
+	return r;
+}

@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: MIT
+/*
+ * llmcachectl status / loops in both modes. With llmcache.ko loaded, `status` is the module's
+ * (kmod.cpp, /sys/kernel/llmcache). Without it, both ask llmcached --mode=bpf over its socket
+ * (PAGECACHE_STATUS) and print the same fields: tunables, statistics, files, plus what only the
+ * userspace mode has (the budget after the memory-cgroup cap, VmLck, scans dropped). The daemon's
+ * answer is "key value" lines whose first word says what they describe (global, stats, file, loop);
+ * a file's path is its last value, with space, newline and % escaped as %20, %0a, %25.
+ */
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "../../include/uapi/llmcache.h"
+#include "kv/protocol.hpp"
+#include "util/units.hpp"
+
+namespace po = boost::program_options;
+namespace proto = llmcache::kv::proto;
+namespace units = llmcache::units;
+
+int cmd_status(int argc, char **argv); // kmod.cpp
+
+namespace {
+
+struct Line {
+	std::string kind;
+	std::vector<std::pair<std::string, std::string>> kv;
+	std::string get(const std::string &k) const
+	{
+		for (const auto &[key, v] : kv)
+			if (key == k)
+				return v;
+		return "0";
+	}
+	uint64_t num(const std::string &k) const { return std::stoull(get(k)); }
+};
+
+struct Failure {
+	std::string what;
+};
+
+std::string unescape(const std::string &s)
+{
+	std::string out;
+	for (size_t i = 0; i < s.size(); i++) {
+		if (s[i] == '%' && i + 2 < s.size()) {
+			out += char(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+			i += 2;
+		} else {
+			out += s[i];
+		}
+	}
+	return out;
+}
+
+// One PAGECACHE_STATUS request; the daemon's text, or a Failure that says what to do.
+std::string ask(const std::string &socket_path)
+{
+	sockaddr_un addr{};
+	addr.sun_family = AF_UNIX;
+	if (socket_path.size() >= sizeof(addr.sun_path))
+		throw Failure{"socket path " + socket_path + " is too long"};
+	std::strcpy(addr.sun_path, socket_path.c_str());
+	const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) < 0) {
+		const int e = errno;
+		if (fd >= 0)
+			close(fd);
+		throw Failure{"the llmcache module is not loaded and llmcached does not answer on " + socket_path + " (" +
+			      std::strerror(e) + "): load the module, or start llmcached --mode=bpf (see "
+						 "Documentation/userspace-mode.md); --socket names another socket"};
+	}
+	proto::Header h{proto::MAGIC, proto::VERSION, proto::PAGECACHE_STATUS, 0, 1};
+	std::vector<uint8_t> buf(1 << 20);
+	ssize_t n = send(fd, &h, sizeof(h), MSG_NOSIGNAL);
+	if (n == ssize_t(sizeof(h)))
+		do
+			n = recv(fd, buf.data(), buf.size(), 0);
+		while (n < 0 && errno == EINTR);
+	close(fd);
+	proto::Header rh;
+	proto::Reply r;
+	if (n < ssize_t(sizeof(rh) + sizeof(r)))
+		throw Failure{"no reply from llmcached on " + socket_path};
+	std::memcpy(&rh, buf.data(), sizeof(rh));
+	std::memcpy(&r, buf.data() + sizeof(rh), sizeof(r));
+	if (rh.magic != proto::MAGIC || rh.type != proto::REPLY || sizeof(rh) + sizeof(r) + r.text_len != size_t(n))
+		throw Failure{"malformed reply from llmcached on " + socket_path};
+	std::string text(reinterpret_cast<const char *>(buf.data()) + sizeof(rh) + sizeof(r), r.text_len);
+	if (r.status < 0)
+		throw Failure{text};
+	return text;
+}
+
+std::vector<Line> parse(const std::string &text)
+{
+	std::vector<Line> out;
+	std::istringstream lines(text);
+	for (std::string line; std::getline(lines, line);) {
+		std::istringstream words(line);
+		Line l;
+		words >> l.kind;
+		for (std::string k, v; words >> k >> v;)
+			l.kv.emplace_back(k, k == "path" ? unescape(v) : v);
+		out.push_back(std::move(l));
+	}
+	return out;
+}
+
+std::string json_string(const std::string &s)
+{
+	std::string out = "\"";
+	for (char c : s) {
+		if (static_cast<unsigned char>(c) < 0x20) {
+			char b[8];
+			std::snprintf(b, sizeof(b), "\\u%04x", c);
+			out += b;
+			continue;
+		}
+		if (c == '"' || c == '\\')
+			out += '\\';
+		out += c;
+	}
+	return out + "\"";
+}
+
+std::string json_object(const Line &l, const char *skip = "")
+{
+	std::string out = "{";
+	for (const auto &[k, v] : l.kv) {
+		if (k == skip)
+			continue;
+		const bool num = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+		out += (out.size() > 1 ? "," : "") + json_string(k) + ":" + (num ? v : json_string(v));
+	}
+	return out + "}";
+}
+
+const Line &find(const std::vector<Line> &lines, const std::string &kind)
+{
+	for (const Line &l : lines)
+		if (l.kind == kind)
+			return l;
+	throw Failure{"llmcached's status has no '" + kind + "' line: is llmcachectl older than the daemon?"};
+}
+
+struct Args {
+	bool json = false;
+	std::string socket = "/run/llmcached/llmcached.sock";
+};
+
+bool parse_args(const char *name, const char *what, int argc, char **argv, Args &a)
+{
+	po::options_description d(std::string("llmcachectl ") + name + ": " + what);
+	d.add_options()("help,h", "show this help")("json", po::bool_switch(&a.json), "print JSON")(
+		"socket", po::value(&a.socket)->default_value(a.socket), "llmcached's socket (when the module is not loaded)");
+	po::variables_map vm;
+	po::store(po::command_line_parser(argc, argv).options(d).positional({}).run(), vm);
+	po::notify(vm);
+	if (vm.count("help"))
+		std::cout << "Usage: llmcachectl " << name << " [--json] [--socket PATH]\n\n"
+			  << d << "\nEXAMPLES\n  llmcachectl " << name << "\n  llmcachectl " << name
+			  << " --json --socket /tmp/llmcached.sock\n";
+	return vm.count("help") == 0;
+}
+
+void print_loops(const std::vector<Line> &lines, bool json)
+{
+	if (json) {
+		std::printf("[");
+		const char *sep = "";
+		for (const Line &l : lines)
+			if (l.kind == "loop")
+				std::printf("%s%s", sep, json_object(l).c_str()), sep = ",";
+		std::printf("]");
+		return;
+	}
+	std::printf("%6s %5s %10s %10s %6s %12s %10s %10s %10s %12s\n", "seq", "file", "first", "N", "iters", "period",
+		    "S_min", "pinned", "deficit", "stall/iter");
+	for (const Line &l : lines)
+		if (l.kind == "loop")
+			std::printf("%6s %5s %10s %10s %6s %12s %10s %10s %10s %12s\n", l.get("seq").c_str(), l.get("file").c_str(),
+				    l.get("first").c_str(), l.get("n").c_str(), l.get("iterations").c_str(),
+				    units::format_duration(l.num("period_ns")).c_str(), l.get("s_min").c_str(),
+				    l.get("pinned").c_str(), l.get("deficit").c_str(),
+				    units::format_duration(l.num("stall_ns")).c_str());
+}
+
+int daemon_status(const Args &a)
+{
+	const auto lines = parse(ask(a.socket));
+	const Line &g = find(lines, "global"), &st = find(lines, "stats");
+	if (a.json) {
+		std::printf("{\"source\":\"llmcached\",");
+		std::string top = json_object(g, "mode");
+		std::printf("%s,\"stats\":%s,\"files\":[", top.substr(1, top.size() - 2).c_str(), json_object(st).c_str());
+		const char *sep = "";
+		for (const Line &l : lines)
+			if (l.kind == "file") {
+				std::string o = json_object(l);
+				// The module counts page-cache insertions and removals per file; the feed does not.
+				std::printf("%s%s,\"added\":null,\"removed\":null}", sep, o.substr(0, o.size() - 1).c_str());
+				sep = ",";
+			}
+		std::printf("],\"loops\":");
+		print_loops(lines, true);
+		std::printf("}\n");
+		return 0;
+	}
+	std::printf("llmcached --mode=bpf: %s, hooks %s, %s files registered\n", g.num("enable") ? "enabled" : "disabled",
+		    g.get("hook_mode").c_str(), g.get("registered").c_str());
+	std::printf("pin budget %s (%s after the memory-cgroup cap), hot reserve %s, BW %s/s, T %s, locked %s\n",
+		    units::format_bytes(g.num("pin_budget")).c_str(), units::format_bytes(g.num("effective_budget")).c_str(),
+		    units::format_bytes(g.num("hot_reserve")).c_str(), units::format_bytes(g.num("bw")).c_str(),
+		    units::format_duration(g.num("t_ns")).c_str(), units::format_bytes(g.num("vm_locked")).c_str());
+	for (const auto &[k, v] : st.kv)
+		std::printf("  %-18s %s\n", k.c_str(), v.c_str());
+	for (const Line &l : lines)
+		if (l.kind == "file")
+			std::printf("file %s: %s\n  accesses %s (SEQ %s, LOOP %s, HOT %s), pinned %s, resident %s of %s, "
+				    "dropped %s, cold %s\n",
+				    l.get("id").c_str(), l.get("path").c_str(), l.get("accesses").c_str(), l.get("seq_blocks").c_str(),
+				    l.get("loop_blocks").c_str(), l.get("hot_blocks").c_str(), l.get("pinned").c_str(),
+				    l.get("resident").c_str(), l.get("blocks").c_str(), l.get("dropped").c_str(), l.get("cold").c_str());
+	for (const Line &l : lines)
+		if (l.kind == "truncated")
+			std::printf("(%s more files not shown)\n", l.get("files").c_str());
+	return 0;
+}
+
+template <class F> int guarded(const char *name, F f)
+{
+	try {
+		return f();
+	} catch (const po::error &e) {
+		std::fprintf(stderr, "llmcachectl %s: %s (see llmcachectl %s --help)\n", name, e.what(), name);
+		return 2;
+	} catch (const Failure &e) {
+		std::fprintf(stderr, "llmcachectl %s: %s\n", name, e.what.c_str());
+		return 1;
+	}
+}
+
+bool module_loaded() { return access(LLMCACHE_SYSFS_DIR, F_OK) == 0; }
+
+} // namespace
+
+// `status`: the module's when it is loaded, else llmcached's page-cache mode.
+int cmd_status_routed(int argc, char **argv)
+{
+	if (module_loaded())
+		return cmd_status(argc, argv);
+	return guarded("status", [&] {
+		Args a;
+		return parse_args("status", "settings, statistics and files of llmcache.ko or llmcached --mode=bpf", argc,
+				  argv, a)
+			       ? daemon_status(a)
+			       : 0;
+	});
+}
+
+// `loops` from llmcached --mode=bpf: the per-loop sizing table (N, period, S_min, pinned, deficit, stall).
+int cmd_loops_daemon(int argc, char **argv)
+{
+	return guarded("loops", [&] {
+		Args a;
+		if (!parse_args("loops", "the loops and their sizing (S_min = max(0, N - BW*T)), in blocks", argc, argv, a))
+			return 0;
+		const auto lines = parse(ask(a.socket));
+		if (a.json) {
+			print_loops(lines, true);
+			std::printf("\n");
+		} else {
+			print_loops(lines, false);
+		}
+		return 0;
+	});
+}
