@@ -24,7 +24,6 @@ check: all
 
 bench: all
 	@scripts/bench.sh $(BUILD)/bin $(BUILD)/tests $(RESULTS)
-	@scripts/bench-bpf-mode.sh $(BUILD)/bin $(RESULTS)
 
 # llmcache.ko against every installed Debian amd64 kernel's headers (6.1 and 6.12 after make deps).
 KMOD_KDIRS ?= $(filter-out %-cloud-amd64 %-rt-amd64,$(wildcard /usr/src/linux-headers-*-amd64))

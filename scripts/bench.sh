@@ -34,3 +34,7 @@ if [ "$(id -u)" -eq 0 ] && [ -x "$bin/llmtrace" ]; then
 else
 	echo "skipped: needs root and llmtrace (built where the kernel has BTF)"
 fi
+
+echo
+echo "=== llmcached --mode=bpf against the stock kernel under a memory cgroup limit ==="
+"$(dirname "$0")/bench-bpf-mode.sh" "$bin" "$out"

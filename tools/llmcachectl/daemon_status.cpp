@@ -31,6 +31,7 @@ namespace proto = llmcache::kv::proto;
 namespace units = llmcache::units;
 
 int cmd_status(int argc, char **argv); // kmod.cpp
+int cmd_loops(int argc, char **argv);  // control.cpp
 
 namespace {
 
@@ -271,9 +272,11 @@ int cmd_status_routed(int argc, char **argv)
 	});
 }
 
-// `loops` from llmcached --mode=bpf: the per-loop sizing table (N, period, S_min, pinned, deficit, stall).
-int cmd_loops_daemon(int argc, char **argv)
+// `loops`: the module's when it is loaded, else llmcached --mode=bpf's per-loop sizing table.
+int cmd_loops_routed(int argc, char **argv)
 {
+	if (module_loaded())
+		return cmd_loops(argc, argv);
 	return guarded("loops", [&] {
 		Args a;
 		if (!parse_args("loops", "the loops and their sizing (S_min = max(0, N - BW*T)), in blocks", argc, argv, a))

@@ -3,28 +3,25 @@
 #include "util/subcommands.hpp"
 
 int cmd_size(int argc, char **argv);       // size.cpp
-int cmd_status(int argc, char **argv);     // kmod.cpp
 int cmd_register(int argc, char **argv);   // kmod.cpp
 int cmd_unregister(int argc, char **argv); // kmod.cpp
 int cmd_set(int argc, char **argv);        // kmod.cpp
 int cmd_set_file(int argc, char **argv);   // kmod.cpp
-int cmd_loops(int argc, char **argv);      // control.cpp
 int cmd_auto(int argc, char **argv);       // control.cpp
 int cmd_kv(int argc, char **argv);         // kv.cpp
 int cmd_status_routed(int argc, char **argv); // daemon_status.cpp: the module's status, else llmcached's
-int cmd_loops_daemon(int argc, char **argv);  // daemon_status.cpp
+int cmd_loops_routed(int argc, char **argv);   // daemon_status.cpp: the module's loops, else llmcached's
 
 int main(int argc, char **argv)
 {
 	static const llmcache::cli::Subcommand commands[] = {
 		{"size", "the sizing rule: the loop a cache sustains, or the cache a loop needs", cmd_size},
 		{"status", "llmcache.ko or llmcached --mode=bpf: settings, statistics, files (--json)", cmd_status_routed},
-		{"loops", "llmcached --mode=bpf: loops with N, period, S_min, pinned, deficit (--json)", cmd_loops_daemon},
 		{"register", "register files with llmcache.ko (root)", cmd_register},
 		{"unregister", "unregister files from llmcache.ko (root)", cmd_unregister},
 		{"set", "set llmcache.ko's tunables: pin_budget=512MiB bw=1GB/s t=100ms (root)", cmd_set},
 		{"set-file", "set registered files' options: --no-pin --no-drop --no-protect --pin-limit (root)", cmd_set_file},
-		{"loops", "the per-loop sizing table: N, period, S_min, pinned, deficit, stall (root, --json)", cmd_loops},
+		{"loops", "llmcache.ko or llmcached --mode=bpf: per-loop N, period, S_min, pinned, deficit, stall (--json)", cmd_loops_routed},
 		{"auto", "register the large files of a process or cgroup automatically (root)", cmd_auto},
 		{"kv", "the KV service: `kv status` lists llmcached's sessions and pool statistics", cmd_kv},
 	};
