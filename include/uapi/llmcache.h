@@ -81,6 +81,8 @@ enum llmcache_stat {
 	LLMCACHE_STAT_PINNED,            /* blocks pinned now */
 	LLMCACHE_STAT_SHRINKER_RELEASED, /* pins and pages released under memory pressure */
 	LLMCACHE_STAT_EVENTS_DROPPED,    /* events lost (ring buffer full, allocation failure) */
+	LLMCACHE_STAT_SEQ_DROPPED,       /* SEQ pages invalidated once their scan had passed, or under pressure */
+	LLMCACHE_STAT_HOT_PROTECTED,     /* HOT blocks protected now (within hot_reserve) */
 	LLMCACHE_NR_STATS
 };
 
@@ -129,6 +131,11 @@ struct llmcache_ioc_stats {
 	__u32 hook_mode;                             /* enum llmcache_hook_mode */
 	__u32 enabled;
 };
+
+/* Per-file options (struct llc_file flags in the module): what enforcement leaves alone for that file. */
+#define LLMCACHE_FILE_NO_PIN (1u << 0)     /* never pin this file's LOOP blocks; the budget goes to other loops */
+#define LLMCACHE_FILE_NO_DROP (1u << 1)    /* never invalidate this file's SEQ blocks, not even under pressure */
+#define LLMCACHE_FILE_NO_PROTECT (1u << 2) /* never protect this file's HOT blocks within hot_reserve */
 
 #define LLMCACHE_IOC_REGISTER _IOWR(LLMCACHE_IOC_MAGIC, 1, struct llmcache_ioc_file)
 #define LLMCACHE_IOC_UNREGISTER _IOW(LLMCACHE_IOC_MAGIC, 2, struct llmcache_ioc_file)
