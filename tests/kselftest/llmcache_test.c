@@ -600,22 +600,78 @@ TEST_F_TIMEOUT(llmcache, pin_budget, 180)
 	unlink(path);
 }
 
+/* Read blocks [0, blocks) of fd once, 16 KiB at a time: a scan. */
+static int scan(int fd, int blocks)
+{
+	char buf[16 << 10];
+	off_t off;
+
+	for (off = 0; off < (off_t)blocks * 4096; off += sizeof(buf))
+		if (pread(fd, buf, sizeof(buf), off) <= 0)
+			return -1;
+	return 0;
+}
+
+/* Tokenizer-like lookups: rounds passes over 10 blocks 6 apart (never adjacent: each stays HOT). */
+#define HOT_BLOCKS 10
+static int hot_block(int k) { return 3 + 6 * k; }
+
+static int lookups(int fd, int rounds)
+{
+	char page[4096];
+	int r, k;
+
+	for (r = 0; r < rounds; r++)
+		for (k = 0; k < HOT_BLOCKS; k++)
+			if (pread(fd, page, sizeof(page), (off_t)hot_block(k) * 4096) != sizeof(page))
+				return -1;
+	return 0;
+}
+
+static int hot_resident(int fd)
+{
+	int k, n = 0;
+
+	for (k = 0; k < HOT_BLOCKS; k++)
+		n += resident(fd, hot_block(k), 1);
+	return n;
+}
+
+/* Wait up to 20 s until exactly want of fd's blocks [0, blocks) are resident; returns the last count. */
+static int wait_resident(int fd, int blocks, int want)
+{
+	int i, n = -1;
+
+	for (i = 0; i < 400 && (n = resident(fd, 0, blocks)) != want; i++)
+		usleep(50000);
+	return n;
+}
+
 /*
  * Pins never cause an OOM: with a loop of 256 MiB pinned in a 1 GiB guest, a process that needs 800 MiB
- * gets it, because the shrinker releases pins (longest-period loops' highest blocks first).
+ * gets it, because the shrinker releases pins (longest-period loops' highest blocks first). HOT
+ * protection goes only after every pin: while pins remain, the protected blocks stay.
  */
 TEST_F_TIMEOUT(llmcache, shrinker_releases_pins, 300)
 {
 	const size_t loop = 256 << 20, need = 800 << 20;
-	char path[256];
+	char path[256], tpath[256];
 	pid_t pid;
 	int fd = scratch_file("big", 0, path, sizeof(path)), status;
-	long long pinned;
+	int tok = scratch_file("tokenizer", 64, tpath, sizeof(tpath));
+	long long pinned, after;
 
 	ASSERT_LE(0, fd);
+	ASSERT_LE(0, tok);
 	ASSERT_EQ(0, ftruncate(fd, loop));
+	drop_caches();
 	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, tok, NULL));
 	ASSERT_EQ(0, sysfs_write("pin_budget", "268435456"));
+	ASSERT_EQ(0, sysfs_write("hot_reserve", "65536"));
+	ASSERT_EQ(0, scan(tok, 64));
+	ASSERT_EQ(0, lookups(tok, 5));
+	EXPECT_EQ(HOT_BLOCKS, wait_stat("stats/hot_protected", HOT_BLOCKS));
 	ASSERT_EQ(0, sweep(fd, loop, 3));
 	pinned = wait_pinned(loop / 4096);
 	EXPECT_LT(loop / 4096 * 3 / 4, pinned) TH_LOG("only %lld pinned", pinned);
@@ -634,13 +690,18 @@ TEST_F_TIMEOUT(llmcache, shrinker_releases_pins, 300)
 	}
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	EXPECT_TRUE(WIFEXITED(status)) TH_LOG("the allocating process was killed (signal %d)", WTERMSIG(status));
-	TH_LOG("pinned %lld blocks, then %lld after the allocation; shrinker released %lld", pinned,
-	       sysfs_num("stats/pinned"), sysfs_num("stats/shrinker_released"));
+	after = sysfs_num("stats/pinned");
+	TH_LOG("pinned %lld blocks, then %lld after the allocation; shrinker released %lld; HOT protected %lld",
+	       pinned, after, sysfs_num("stats/shrinker_released"), sysfs_num("stats/hot_protected"));
 	EXPECT_LT(0, sysfs_num("stats/shrinker_released"));
-	EXPECT_GT(pinned, sysfs_num("stats/pinned"));
-	EXPECT_GE(loop / 4096, sysfs_num("stats/pinned"));
+	EXPECT_GT(pinned, after);
+	EXPECT_GE(loop / 4096, after);
+	if (after > 0)
+		EXPECT_EQ(HOT_BLOCKS, sysfs_num("stats/hot_protected")) TH_LOG("HOT protection went before pins");
 	close(fd);
+	close(tok);
 	unlink(path);
+	unlink(tpath);
 }
 
 /*
@@ -702,53 +763,6 @@ TEST_F_TIMEOUT(churn, load_unload_under_load, 300)
 	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	close(fd);
 	unlink(path);
-}
-
-/* Read blocks [0, blocks) of fd once, 16 KiB at a time: a scan. */
-static int scan(int fd, int blocks)
-{
-	char buf[16 << 10];
-	off_t off;
-
-	for (off = 0; off < (off_t)blocks * 4096; off += sizeof(buf))
-		if (pread(fd, buf, sizeof(buf), off) <= 0)
-			return -1;
-	return 0;
-}
-
-/* Tokenizer-like lookups: rounds passes over 10 blocks 6 apart (never adjacent: each stays HOT). */
-#define HOT_BLOCKS 10
-static int hot_block(int k) { return 3 + 6 * k; }
-
-static int lookups(int fd, int rounds)
-{
-	char page[4096];
-	int r, k;
-
-	for (r = 0; r < rounds; r++)
-		for (k = 0; k < HOT_BLOCKS; k++)
-			if (pread(fd, page, sizeof(page), (off_t)hot_block(k) * 4096) != sizeof(page))
-				return -1;
-	return 0;
-}
-
-static int hot_resident(int fd)
-{
-	int k, n = 0;
-
-	for (k = 0; k < HOT_BLOCKS; k++)
-		n += resident(fd, hot_block(k), 1);
-	return n;
-}
-
-/* Wait up to 20 s until exactly want of fd's blocks [0, blocks) are resident; returns the last count. */
-static int wait_resident(int fd, int blocks, int want)
-{
-	int i, n = -1;
-
-	for (i = 0; i < 400 && (n = resident(fd, 0, blocks)) != want; i++)
-		usleep(50000);
-	return n;
 }
 
 /*
