@@ -26,3 +26,11 @@ for app in ai-notes ai-translate text-embedder text-classification; do
 	"$bin/llmworkload" app "$app" --trace "$out/$app.trace" >/dev/null
 	"$bin/llmreplay" "$out/$app.trace" --progress never --csv "$out/$app.csv" | sed -n '/^hit ratio/,/^$/p'
 done
+
+echo
+echo "=== llmtrace: recorder overhead against untraced and strace -f ==="
+if [ "$(id -u)" -eq 0 ] && [ -x "$bin/llmtrace" ]; then
+	"$(dirname "$0")/bench-bpf.sh" "$bin" "$out"
+else
+	echo "skipped: needs root and llmtrace (built where the kernel has BTF)"
+fi
