@@ -97,7 +97,7 @@ static void llc_hot_apply(void)
 	u32 nfiles = 0, n = 0, i;
 
 	lockdep_assert_held(&llc_reg_mutex);
-	files = kmalloc_array(max(llc.nr_files, 1U), sizeof(*files), GFP_KERNEL);
+	files = kmalloc_array(max(llc.nr_files, 1U), sizeof(*files), GFP_KERNEL | __GFP_NORETRY | __GFP_NOWARN);
 	if (!files)
 		return;
 	list_for_each_entry(f, &llc_files_list, list)

@@ -71,7 +71,7 @@ bool llc_hold(struct llc_file *f, bool hot, pgoff_t index)
 	folio = filemap_get_folio(f->mapping, index);
 	if (IS_ERR_OR_NULL(folio))
 		return false;
-	if (xa_insert_irq(xa, index, folio, GFP_KERNEL)) {
+	if (xa_insert_irq(xa, index, folio, GFP_KERNEL | __GFP_NORETRY | __GFP_NOWARN)) {
 		folio_put(folio);
 		return false;
 	}

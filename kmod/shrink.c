@@ -8,17 +8,22 @@
  *   3. LOOP pins, the highest blocks of the longest-period loop first (llc_pin_shrink);
  *   4. HOT protection within the reserve, last (llc_evict_class picks HOT once no pin is left).
  * Steps 3 and 4 give back folios the module holds. They yield only to real pressure: while the page
- * cache that reclaim can free instead (file LRU pages minus those the module holds, mapped, dirty or
- * under writeback) is at least as large as what the module holds, count_objects does not offer them,
- * so reclaim that unheld page cache can satisfy (another large file read, say) leaves pins alone.
- * Once it is smaller, each call releases what reclaim asks for until the two balance again, and the
- * pin budget and hot reserve are capped, growing back as the workers run (pin.c, hot.c). An
- * allocation that needs the memory therefore always gets it: pins never push the machine into OOM.
- * Mapped pinned pages count twice (mapped and held): the estimate errs towards yielding.
+ * cache that reclaim can free instead (file LRU pages that the module does not hold and that are not
+ * dirty or under writeback) exceeds 1/64 of RAM, count_objects does not offer them, so reclaim that
+ * unheld page cache can satisfy (another large file read, or the unpinned part of the loop streaming
+ * through) leaves pins alone. Below that, each call releases what reclaim asks for until the spare
+ * cache is back above it, and the pin budget and hot reserve are capped, growing back as the workers
+ * run (pin.c, hot.c).
+ *
+ * Backstop: should reclaim fail anyway (spare pages that cannot be freed after all), an OOM notifier
+ * releases every pin and protection and caps both to 0 before the OOM killer picks a victim; the
+ * kernel then retries the allocation. Pins never push the machine into OOM. The module's own
+ * allocations under llc_reg_mutex use __GFP_NORETRY, so they never enter the OOM path holding it.
  *
  * Not memcg-aware: pins are released under global pressure, not at a cgroup's limit.
  */
 #include <linux/mm.h>
+#include <linux/oom.h>
 #include <linux/shrinker.h>
 #include <linux/version.h>
 #include <linux/vmstat.h>
@@ -29,15 +34,14 @@ static u64 llc_held(void)
 	return READ_ONCE(llc.stats[LLMCACHE_STAT_PINNED]) + READ_ONCE(llc.stats[LLMCACHE_STAT_HOT_PROTECTED]);
 }
 
-/* Is the page cache reclaim could free instead of what the module holds smaller than it? */
+/* Is the page cache reclaim could free instead of what the module holds running out? */
 static bool llc_must_yield(void)
 {
 	long held = llc_held();
 	long spare = global_node_page_state(NR_ACTIVE_FILE) + global_node_page_state(NR_INACTIVE_FILE) -
-		     global_node_page_state(NR_FILE_MAPPED) - global_node_page_state(NR_FILE_DIRTY) -
-		     global_node_page_state(NR_WRITEBACK) - held;
+		     global_node_page_state(NR_FILE_DIRTY) - global_node_page_state(NR_WRITEBACK) - held;
 
-	return held && spare < held;
+	return held && spare < (long)(totalram_pages() >> 6);
 }
 
 static unsigned long llc_shrink_count(struct shrinker *s, struct shrink_control *sc)
@@ -77,6 +81,26 @@ static unsigned long llc_shrink_scan(struct shrinker *s, struct shrink_control *
 	return freed ? freed : SHRINK_STOP;
 }
 
+/* The OOM killer is about to run: give back everything the module holds instead. */
+static int llc_oom_notify(struct notifier_block *nb, unsigned long unused, void *arg)
+{
+	unsigned long *freed = arg, n, flags;
+
+	if (!llc_held() || !mutex_trylock(&llc_reg_mutex))
+		return NOTIFY_OK;
+	n = llc_pin_shrink(ULONG_MAX) + llc_hot_shrink(ULONG_MAX);
+	spin_lock_irqsave(&llc.lock, flags);
+	llc.stats[LLMCACHE_STAT_SHRINKER_RELEASED] += n;
+	spin_unlock_irqrestore(&llc.lock, flags);
+	mutex_unlock(&llc_reg_mutex);
+	if (n)
+		pr_info("llmcache: out of memory: released %lu pinned and protected blocks\n", n);
+	*freed += n;
+	return NOTIFY_OK;
+}
+
+static struct notifier_block llc_oom_nb = { .notifier_call = llc_oom_notify };
+
 #if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 7, 0)
 /* 6.7 replaced register_shrinker() with shrinker_alloc() + shrinker_register(). */
 static struct shrinker *llc_shrinker;
@@ -90,11 +114,12 @@ int llc_shrink_init(void)
 	llc_shrinker->scan_objects = llc_shrink_scan;
 	llc_shrinker->seeks = DEFAULT_SEEKS;
 	shrinker_register(llc_shrinker);
-	return 0;
+	return register_oom_notifier(&llc_oom_nb); /* cannot fail */
 }
 
 void llc_shrink_exit(void)
 {
+	unregister_oom_notifier(&llc_oom_nb);
 	shrinker_free(llc_shrinker);
 }
 #else
@@ -106,11 +131,14 @@ static struct shrinker llc_shrinker = {
 
 int llc_shrink_init(void)
 {
-	return register_shrinker(&llc_shrinker, "llmcache");
+	int err = register_shrinker(&llc_shrinker, "llmcache");
+
+	return err ? err : register_oom_notifier(&llc_oom_nb); /* cannot fail */
 }
 
 void llc_shrink_exit(void)
 {
+	unregister_oom_notifier(&llc_oom_nb);
 	unregister_shrinker(&llc_shrinker);
 }
 #endif
