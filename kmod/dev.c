@@ -121,8 +121,11 @@ static long llc_ioc_file_opts(unsigned int cmd, void __user *arg)
 	fput(file);
 	if (!f)
 		return -ENOENT;
-	if (cmd == LLMCACHE_IOC_SET_FILE_OPTS)
+	if (cmd == LLMCACHE_IOC_SET_FILE_OPTS) {
 		llc_pin_kick();
+		llc_hot_kick();
+		llc_seq_kick();
+	}
 	else if (copy_to_user(arg, &req, sizeof(req)))
 		err = -EFAULT;
 	return err;

@@ -37,6 +37,12 @@ struct llc_file {
 	u64 pin_limit;                  /* bytes this file may pin, 0: no limit; under llc.lock */
 	struct kobject *loops_kobj;     /* files/<id>/loops */
 	struct list_head loops;         /* its struct llc_loop_obj, under llc_reg_mutex */
+	pgoff_t todo_first, todo_last;  /* pages a planned file gained since the pin worker looked, llc.lock */
+	pgoff_t pin_first, pin_last;    /* the pin worker's copy of them */
+	struct xarray hot;              /* page index -> the folio held as HOT protection */
+	u64 hot_protected;              /* HOT blocks protected, under llc.lock */
+	u64 seq_undropped;              /* SEQ accesses since its scans were last dropped, under llc.lock */
+	u64 seq_last_ns;                /* time of its last SEQ access, under llc.lock */
 };
 
 struct llc_state {
@@ -47,6 +53,8 @@ struct llc_state {
 	u64 pin_budget, hot_reserve;    /* bytes */
 	u64 bw;                         /* bytes per second, 0: not known */
 	u64 t_ns;                       /* allowed fetch delay per loop iteration */
+	u64 seq_drop_ns;                /* a file's scans are dropped this long after its last SEQ access */
+	u64 seq_undropped;              /* sum of the files' seq_undropped, under lock */
 	u64 stats[LLMCACHE_NR_STATS];   /* the module's own counters (hits, misses, drops, pins) */
 	unsigned int nr_files;          /* under llc_reg_mutex */
 };
@@ -74,6 +82,21 @@ void llc_pin_kick(void);
 void llc_pin_release(void);
 void llc_unpin_all(struct llc_file *f);
 void llc_pin_removed(struct llc_file *f, struct folio *folio);
+bool llc_hold(struct llc_file *f, bool hot, pgoff_t index);
+bool llc_unhold(struct llc_file *f, bool hot, pgoff_t index);
+unsigned long llc_pin_shrink(unsigned long nr);
+struct llc_file *llc_file_by_id(u64 id);
+
+/* HOT protection (hot.c), SEQ invalidation (seq.c), the shrinker (shrink.c). */
+void llc_hot_kick(void);
+void llc_hot_release(void);
+unsigned long llc_hot_shrink(unsigned long nr);
+void llc_hot_exit(void);
+void llc_seq_kick(void);
+unsigned long llc_seq_shrink(unsigned long nr);
+void llc_seq_exit(void);
+int llc_shrink_init(void);
+void llc_shrink_exit(void);
 
 /* Per-loop sizing (loops.c) and automatic registration (auto.c). */
 void llc_bw_sample(u64 blocks, u64 now_ns);

@@ -26,6 +26,7 @@ struct llc_state llc = {
 	.lock = __SPIN_LOCK_UNLOCKED(llc.lock),
 	.enabled = true,
 	.t_ns = 100 * NSEC_PER_MSEC,
+	.seq_drop_ns = NSEC_PER_SEC,
 };
 DEFINE_MUTEX(llc_reg_mutex);
 LIST_HEAD(llc_files_list);
@@ -53,8 +54,8 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 	const unsigned int shift = PAGE_SHIFT - LLMCACHE_BLOCK_SHIFT;
 	struct llc_file *f;
 	unsigned long flags;
-	u64 b, n, now;
-	bool kick = false;
+	u64 b, n, now, seq = 0;
+	bool kick = false, hot_kick = false, hot;
 
 	if (!static_branch_unlikely(&llc_active) || last < first)
 		return;
@@ -64,6 +65,7 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 		b = (u64)first << shift;
 		n = (u64)(last - first + 1) << shift;
 		now = ktime_get_ns();
+		hot = READ_ONCE(llc.hot_reserve) && !(READ_ONCE(f->flags) & LLMCACHE_FILE_NO_PROTECT);
 		spin_lock_irqsave(&llc.lock, flags);
 		if (request) {
 			if (last == f->req_last && first > f->req_first && first <= f->req_last)
@@ -81,12 +83,26 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 			f->accesses++;
 			f->class_blocks[v.cls]++;
 			kick |= v.event == LLC_EV_ITERATION || v.event == LLC_EV_TO_LOOP;
+			seq += v.cls == LLMCACHE_CLASS_SEQ;
+			/* An unprotected HOT block: the protected set may change. */
+			hot_kick |= hot && v.cls == LLMCACHE_CLASS_HOT && !xa_load(&f->hot, b);
+		}
+		if (seq && !(READ_ONCE(f->flags) & LLMCACHE_FILE_NO_DROP)) {
+			f->seq_undropped += seq; /* resident SEQ blocks at most, for seq.c and the shrinker */
+			llc.seq_undropped += seq;
+			f->seq_last_ns = now;
+		} else {
+			seq = 0;
 		}
 		spin_unlock_irqrestore(&llc.lock, flags);
 	}
 	rcu_read_unlock();
 	if (kick && READ_ONCE(llc.pin_budget))
 		llc_pin_kick();
+	if (seq)
+		llc_seq_kick();
+	if (hot_kick)
+		llc_hot_kick();
 }
 
 void llc_feed_cache(struct folio *folio, bool added)
@@ -107,6 +123,10 @@ void llc_feed_cache(struct folio *folio, bool added)
 			llc.stats[LLMCACHE_STAT_MISSES] += blocks;
 			llc_bw_sample(blocks, ktime_get_ns());
 			kick = READ_ONCE(f->planned);
+			if (kick) { /* the pin worker looks at these pages next */
+				f->todo_first = min(f->todo_first, folio->index);
+				f->todo_last = max(f->todo_last, folio->index + folio_nr_pages(folio) - 1);
+			}
 		} else {
 			f->removed += blocks;
 			llc_pin_removed(f, folio);
@@ -155,8 +175,9 @@ int llc_register(struct file *file, u64 *id)
 		return -ENOMEM;
 	f->file = get_file(file);
 	f->mapping = file->f_mapping;
-	f->req_first = f->req_last = ULONG_MAX;
+	f->req_first = f->req_last = f->todo_first = ULONG_MAX;
 	xa_init_flags(&f->pins, XA_FLAGS_LOCK_IRQ);
+	xa_init_flags(&f->hot, XA_FLAGS_LOCK_IRQ);
 	f->id = llc_next_id++;
 	err = llc_sysfs_file_add(f); /* on failure the kobject's release frees f and drops the file */
 	if (err)

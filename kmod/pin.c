@@ -2,18 +2,25 @@
 /*
  * Loop pinning. A pinned block is a page-cache folio the module holds an extra reference to: reclaim
  * cannot free a folio with an extra reference, so the block stays resident. A worker applies the core's
- * pin plan (loops by increasing period, each from its lowest block up, within pin_budget): it drops
- * pins that left the plan and pins the planned blocks that are resident; it runs when a loop starts or
- * restarts, when a planned file gains pages and when pin_budget changes.
+ * pin plan (loops by increasing period, each from its lowest block up, within pin_budget); it runs when
+ * a loop starts or restarts, when a planned file gains pages and when pin_budget changes. Each file's
+ * part of the plan is cut to its pin_limit; files flagged LLMCACHE_FILE_NO_PIN (and files no longer
+ * registered) are left out. What is cut goes to the next loops.
  *
- * Pins never push the machine into OOM: a shrinker releases them under memory pressure in Algorithm 1's
- * eviction order (the plan for a smaller budget is contained in the larger one's, so lowering the
- * budget releases the highest blocks of the longest-period loops first) and caps the budget; the cap
- * grows back by 1/16 of the budget each time the worker runs.
+ * Incremental: the worker remembers the plan it applied. A range found in both plans (same file, same
+ * first block) is not walked again: only its growth and the pages its file gained since the last run
+ * (the add hook records them in todo_first..todo_last) are pinned, and pins are dropped only from the
+ * part of a range that shrank or left the plan. A loop iteration that leaves the plan as it was costs
+ * O(plan ranges), not a lookup per pinned block.
+ *
+ * Pins never push the machine into OOM: the shrinker (shrink.c) releases them through llc_pin_shrink()
+ * by capping the budget (the plan for a smaller budget is contained in the larger one's, so the highest
+ * blocks of the longest-period loops go first); the cap grows back by 1/16 of the budget per run.
+ * HOT protection (hot.c) holds folios the same way, in a second xarray per file.
+ *
+ * Blocks are 4 KiB and so are pages on the kernels this module supports: a block number is a page index.
  */
 #include <linux/pagemap.h>
-#include <linux/shrinker.h>
-#include <linux/version.h>
 #include <linux/workqueue.h>
 #include <linux/xarray.h>
 #include "llmcache.h"
@@ -21,9 +28,172 @@
 #define LLC_PLAN_MAX 256
 
 static struct llc_pin_range llc_plan[LLC_PLAN_MAX]; /* under llc_reg_mutex */
+static struct llc_pin_range llc_prev[LLC_PLAN_MAX]; /* the plan the pins follow now */
+static u32 llc_prev_n;
 static u64 llc_cap = U64_MAX;                        /* blocks; lowered by the shrinker */
 static void llc_pin_worker(struct work_struct *w);
 static DECLARE_WORK(llc_pin_work, llc_pin_worker);
+
+struct llc_file *llc_file_by_id(u64 id)
+{
+	struct llc_file *f;
+
+	lockdep_assert_held(&llc_reg_mutex);
+	list_for_each_entry(f, &llc_files_list, list)
+		if (f->id == id)
+			return f;
+	return NULL;
+}
+
+static void llc_held_changed(struct llc_file *f, bool hot, long delta)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&llc.lock, flags);
+	if (hot) {
+		f->hot_protected += delta;
+		llc.stats[LLMCACHE_STAT_HOT_PROTECTED] += delta;
+	} else {
+		f->pinned += delta;
+		llc.stats[LLMCACHE_STAT_PINNED] += delta;
+	}
+	spin_unlock_irqrestore(&llc.lock, flags);
+}
+
+/* Hold a reference to the resident folio at f's page index (a pin, or HOT protection). */
+bool llc_hold(struct llc_file *f, bool hot, pgoff_t index)
+{
+	struct xarray *xa = hot ? &f->hot : &f->pins;
+	struct folio *folio;
+
+	if (xa_load(xa, index))
+		return true;
+	folio = filemap_get_folio(f->mapping, index);
+	if (IS_ERR_OR_NULL(folio))
+		return false;
+	if (xa_insert_irq(xa, index, folio, GFP_KERNEL | __GFP_NORETRY | __GFP_NOWARN)) {
+		folio_put(folio);
+		return false;
+	}
+	llc_held_changed(f, hot, 1);
+	/* Removed from the page cache meanwhile: the removal hook may have missed this reference. */
+	if (READ_ONCE(folio->mapping) != f->mapping) {
+		llc_unhold(f, hot, index);
+		return false;
+	}
+	return true;
+}
+
+/* Drop the reference on f's page index, if this caller is the one that takes it out. */
+bool llc_unhold(struct llc_file *f, bool hot, pgoff_t index)
+{
+	struct folio *folio = xa_erase_irq(hot ? &f->hot : &f->pins, index);
+
+	if (!folio)
+		return false;
+	folio_put(folio);
+	llc_held_changed(f, hot, -1);
+	return true;
+}
+
+/* Everything f holds goes (unregistration, unload). Caller holds llc_reg_mutex. */
+void llc_unpin_all(struct llc_file *f)
+{
+	struct folio *folio;
+	unsigned long index, flags;
+
+	xa_for_each(&f->pins, index, folio)
+		llc_unhold(f, false, index);
+	xa_for_each(&f->hot, index, folio)
+		llc_unhold(f, true, index);
+	spin_lock_irqsave(&llc.lock, flags);
+	llc.seq_undropped -= f->seq_undropped;
+	f->seq_undropped = 0;
+	spin_unlock_irqrestore(&llc.lock, flags);
+}
+
+/* A page of a registered file left the page cache (truncation): what the module held on it goes. */
+void llc_pin_removed(struct llc_file *f, struct folio *folio)
+{
+	pgoff_t index, end = folio->index + folio_nr_pages(folio);
+	struct folio *old;
+
+	if (!xa_empty(&f->pins))
+		for (index = folio->index; index < end; index++) {
+			old = xa_erase(&f->pins, index); /* interrupts are off: the page cache's lock is held */
+			if (old) {
+				folio_put(old); /* the page cache still holds its own reference */
+				f->pinned--;
+				llc.stats[LLMCACHE_STAT_PINNED]--;
+			}
+		}
+	if (!xa_empty(&f->hot))
+		for (index = folio->index; index < end; index++) {
+			old = xa_erase(&f->hot, index);
+			if (old) {
+				folio_put(old);
+				f->hot_protected--;
+				llc.stats[LLMCACHE_STAT_HOT_PROTECTED]--;
+			}
+		}
+}
+
+/* Blocks of file id the plan may pin: none for a NO_PIN file, else its pin_limit (0: no limit). */
+static u64 llc_pin_allowance(u64 id)
+{
+	struct llc_file *f = llc_file_by_id(id);
+	u64 limit;
+
+	if (!f || (READ_ONCE(f->flags) & LLMCACHE_FILE_NO_PIN))
+		return 0;
+	limit = READ_ONCE(f->pin_limit) >> LLMCACHE_BLOCK_SHIFT;
+	return limit ? limit : U64_MAX;
+}
+
+/* Cut each file's ranges, in plan order, to its allowance. Returns the blocks cut. */
+static u64 llc_plan_clamp(u32 n)
+{
+	u64 cut = 0, left;
+	u32 i, j;
+
+	for (i = 0; i < n; i++) {
+		left = llc_pin_allowance(llc_plan[i].file);
+		for (j = 0; j < i && left; j++)
+			if (llc_plan[j].file == llc_plan[i].file)
+				left -= min(left, llc_plan[j].count);
+		if (llc_plan[i].count > left) {
+			cut += llc_plan[i].count - left;
+			llc_plan[i].count = left;
+		}
+	}
+	return cut;
+}
+
+/*
+ * The core's plan for budget blocks, each file cut to its allowance (pin_limit, NO_PIN): the blocks cut
+ * are added to the budget until the plan is stable, so that the budget goes to the next loops and the
+ * plan's pinnable part never exceeds budget (what is cut grows with the budget).
+ */
+static u32 llc_plan_compute(u64 budget)
+{
+	u64 cut = 0, extra;
+	unsigned long flags;
+	u32 n = 0, i, j, round;
+
+	for (round = 0; budget && round < 8; round++) {
+		spin_lock_irqsave(&llc.lock, flags);
+		n = llc_pin_plan(llc.core, budget + cut, llc_plan, LLC_PLAN_MAX);
+		spin_unlock_irqrestore(&llc.lock, flags);
+		extra = llc_plan_clamp(n);
+		if (extra == cut)
+			break;
+		cut = extra;
+	}
+	for (i = j = 0; i < n; i++)
+		if (llc_plan[i].count)
+			llc_plan[j++] = llc_plan[i];
+	return j;
+}
 
 static bool llc_planned(u32 n, u64 id, pgoff_t index)
 {
@@ -36,105 +206,109 @@ static bool llc_planned(u32 n, u64 id, pgoff_t index)
 	return false;
 }
 
-static void llc_pins_changed(struct llc_file *f, long delta)
+static const struct llc_pin_range *llc_range_find(const struct llc_pin_range *p, u32 n,
+						  const struct llc_pin_range *r)
 {
-	unsigned long flags;
+	u32 i;
 
-	spin_lock_irqsave(&llc.lock, flags);
-	f->pinned += delta;
-	llc.stats[LLMCACHE_STAT_PINNED] += delta;
-	spin_unlock_irqrestore(&llc.lock, flags);
+	for (i = 0; i < n; i++)
+		if (p[i].file == r->file && p[i].first == r->first)
+			return &p[i];
+	return NULL;
 }
 
-/* Drop the pin on f's page index, if this caller is the one that takes it out. */
-static bool llc_unpin(struct llc_file *f, pgoff_t index)
+/* Drop f's pins on pages [a, b) that the new plan (llc_plan[0..n)) does not cover. */
+static unsigned long llc_unpin_range(struct llc_file *f, u32 n, pgoff_t a, pgoff_t b)
 {
-	struct folio *folio = xa_erase_irq(&f->pins, index);
-
-	if (!folio)
-		return false;
-	folio_put(folio);
-	llc_pins_changed(f, -1);
-	return true;
-}
-
-void llc_unpin_all(struct llc_file *f)
-{
+	unsigned long index, released = 0;
 	struct folio *folio;
-	unsigned long index;
 
-	xa_for_each(&f->pins, index, folio)
-		llc_unpin(f, index);
+	if (a >= b)
+		return 0;
+	xa_for_each_range(&f->pins, index, folio, a, b - 1)
+		if (!llc_planned(n, f->id, index) && llc_unhold(f, false, index))
+			released++;
+	return released;
 }
 
-/* A page of a pinned file left the page cache (truncation, invalidation): its pin goes with it. */
-void llc_pin_removed(struct llc_file *f, struct folio *folio)
+static void llc_pin_pages(struct llc_file *f, pgoff_t a, pgoff_t b)
 {
-	pgoff_t index = folio->index, end = index + folio_nr_pages(folio);
-	struct folio *old;
-
-	if (xa_empty(&f->pins))
-		return;
-	for (; index < end; index++) {
-		old = xa_erase(&f->pins, index); /* interrupts are off: the page cache's lock is held */
-		if (old) {
-			folio_put(old); /* the page cache still holds its own reference */
-			f->pinned--;
-			llc.stats[LLMCACHE_STAT_PINNED]--;
-		}
+	for (; a < b; a++) {
+		llc_hold(f, false, a);
+		cond_resched();
 	}
 }
 
 /*
- * Make the pins match the plan for budget blocks; with release_only, only drop pins. Returns the pins
+ * Make the pins follow the plan for budget blocks; with release_only, only drop pins. Returns the pins
  * dropped. Caller holds llc_reg_mutex.
  */
 static unsigned long llc_pin_apply(u64 budget, bool release_only)
 {
-	unsigned long released = 0, flags, index;
-	struct folio *folio;
+	const struct llc_pin_range *o, *r;
+	unsigned long released = 0, flags;
 	struct llc_file *f;
-	u32 n, i;
-	u64 b;
+	pgoff_t a, b;
+	u32 n, i, kept;
 
 	lockdep_assert_held(&llc_reg_mutex);
-	spin_lock_irqsave(&llc.lock, flags);
-	n = budget ? llc_pin_plan(llc.core, budget, llc_plan, LLC_PLAN_MAX) : 0;
-	spin_unlock_irqrestore(&llc.lock, flags);
-
-	list_for_each_entry(f, &llc_files_list, list) {
-		xa_for_each(&f->pins, index, folio)
-			if ((!llc_planned(n, f->id, index) || READ_ONCE(folio->mapping) != f->mapping) &&
-			    llc_unpin(f, index))
-				released++;
-		f->planned = false;
+	n = llc_plan_compute(budget);
+	for (i = 0; i < llc_prev_n; i++) {
+		o = &llc_prev[i];
+		f = llc_file_by_id(o->file);
+		r = llc_range_find(llc_plan, n, o);
+		if (f)
+			released += llc_unpin_range(f, n, o->first + (r ? min(r->count, o->count) : 0),
+						    o->first + o->count);
 	}
-	if (release_only)
-		return released;
-	for (i = 0; i < n; i++) {
-		list_for_each_entry(f, &llc_files_list, list)
-			if (f->id == llc_plan[i].file)
-				break;
-		if (list_entry_is_head(f, &llc_files_list, list))
-			continue;
-		WRITE_ONCE(f->planned, true);
-		for (b = llc_plan[i].first; b < llc_plan[i].first + llc_plan[i].count; b++) {
-			if (xa_load(&f->pins, b))
-				continue;
-			folio = filemap_get_folio(f->mapping, b);
-			if (IS_ERR_OR_NULL(folio))
-				continue;
-			if (xa_insert_irq(&f->pins, b, folio, GFP_KERNEL)) {
-				folio_put(folio);
-				continue;
+	if (release_only) {
+		/* The pins follow what both plans share. */
+		for (i = kept = 0; i < n; i++) {
+			o = llc_range_find(llc_prev, llc_prev_n, &llc_plan[i]);
+			if (o) {
+				llc_plan[kept] = llc_plan[i];
+				llc_plan[kept++].count = min(o->count, llc_plan[i].count);
 			}
-			llc_pins_changed(f, 1);
-			/* Removed from the page cache meanwhile: the removal hook may have missed this pin. */
-			if (READ_ONCE(folio->mapping) != f->mapping)
-				llc_unpin(f, b);
-			cond_resched();
 		}
+		memcpy(llc_prev, llc_plan, kept * sizeof(*llc_plan));
+		llc_prev_n = kept;
+		return released;
 	}
+
+	/* Planned files record the pages they gain from now on; then take what they gained so far. */
+	for (i = 0; i < n; i++) {
+		f = llc_file_by_id(llc_plan[i].file);
+		WRITE_ONCE(f->planned, true);
+	}
+	list_for_each_entry(f, &llc_files_list, list) {
+		spin_lock_irqsave(&llc.lock, flags);
+		f->pin_first = f->todo_first;
+		f->pin_last = f->todo_last;
+		f->todo_first = ULONG_MAX;
+		f->todo_last = 0;
+		spin_unlock_irqrestore(&llc.lock, flags);
+		for (i = 0; i < n && llc_plan[i].file != f->id; i++)
+			;
+		if (i == n)
+			WRITE_ONCE(f->planned, false);
+	}
+	for (i = 0; i < n; i++) {
+		r = &llc_plan[i];
+		f = llc_file_by_id(r->file);
+		o = llc_range_find(llc_prev, llc_prev_n, r);
+		if (!o) {
+			llc_pin_pages(f, r->first, r->first + r->count);
+			continue;
+		}
+		if (r->count > o->count)
+			llc_pin_pages(f, r->first + o->count, r->first + r->count);
+		a = max_t(pgoff_t, r->first, f->pin_first);
+		b = min_t(pgoff_t, r->first + min(r->count, o->count) - 1, f->pin_last);
+		if (a <= b)
+			llc_pin_pages(f, a, b + 1);
+	}
+	memcpy(llc_prev, llc_plan, n * sizeof(*llc_plan));
+	llc_prev_n = n;
 	return released;
 }
 
@@ -143,9 +317,11 @@ static void llc_pin_worker(struct work_struct *w)
 	u64 budget = READ_ONCE(llc.pin_budget) >> LLMCACHE_BLOCK_SHIFT;
 
 	mutex_lock(&llc_reg_mutex);
-	if (llc_cap < budget)
-		llc_cap += max_t(u64, budget / 16, 1);
-	llc_pin_apply(min(budget, llc_cap), false);
+	if (READ_ONCE(llc.enabled)) {
+		if (llc_cap < budget)
+			llc_cap += max_t(u64, budget / 16, 1);
+		llc_pin_apply(min(budget, llc_cap), false);
+	}
 	mutex_unlock(&llc_reg_mutex);
 }
 
@@ -154,78 +330,44 @@ void llc_pin_kick(void)
 	schedule_work(&llc_pin_work);
 }
 
-/* Release everything now (unregister-all, unload, budget 0). Caller holds llc_reg_mutex. */
+/* Release every pin and every HOT protection now (enable=0). Caller holds llc_reg_mutex. */
 void llc_pin_release(void)
 {
-	llc_pin_apply(0, true);
+	struct llc_file *f;
+	struct folio *folio;
+	unsigned long index;
+
+	lockdep_assert_held(&llc_reg_mutex);
+	list_for_each_entry(f, &llc_files_list, list) {
+		xa_for_each(&f->pins, index, folio)
+			llc_unhold(f, false, index);
+		WRITE_ONCE(f->planned, false);
+	}
+	llc_prev_n = 0;
+	llc_hot_release();
 }
 
-static unsigned long llc_shrink_count(struct shrinker *s, struct shrink_control *sc)
+/* The shrinker's LOOP step: release about nr pins, the highest blocks of the longest-period loops. */
+unsigned long llc_pin_shrink(unsigned long nr)
 {
-	unsigned long n = READ_ONCE(llc.stats[LLMCACHE_STAT_PINNED]);
+	u64 pinned = READ_ONCE(llc.stats[LLMCACHE_STAT_PINNED]);
 
-	return n ? n : SHRINK_EMPTY;
+	lockdep_assert_held(&llc_reg_mutex);
+	llc_cap = pinned > nr ? pinned - nr : 0;
+	return llc_pin_apply(llc_cap, true);
 }
-
-static unsigned long llc_shrink_scan(struct shrinker *s, struct shrink_control *sc)
-{
-	unsigned long released, flags;
-	u64 pinned;
-
-	if (!mutex_trylock(&llc_reg_mutex)) /* the mutex's holder may be allocating */
-		return SHRINK_STOP;
-	spin_lock_irqsave(&llc.lock, flags);
-	pinned = llc.stats[LLMCACHE_STAT_PINNED];
-	spin_unlock_irqrestore(&llc.lock, flags);
-	llc_cap = pinned > sc->nr_to_scan ? pinned - sc->nr_to_scan : 0;
-	released = llc_pin_apply(llc_cap, true);
-	spin_lock_irqsave(&llc.lock, flags);
-	llc.stats[LLMCACHE_STAT_SHRINKER_RELEASED] += released;
-	spin_unlock_irqrestore(&llc.lock, flags);
-	mutex_unlock(&llc_reg_mutex);
-	return released ? released : SHRINK_STOP;
-}
-
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 7, 0)
-static struct shrinker *llc_shrinker;
 
 int llc_pin_init(void)
 {
-	llc_shrinker = shrinker_alloc(0, "llmcache");
-	if (!llc_shrinker)
-		return -ENOMEM;
-	llc_shrinker->count_objects = llc_shrink_count;
-	llc_shrinker->scan_objects = llc_shrink_scan;
-	llc_shrinker->seeks = DEFAULT_SEEKS;
-	shrinker_register(llc_shrinker);
-	return 0;
+	BUILD_BUG_ON(PAGE_SHIFT != LLMCACHE_BLOCK_SHIFT);
+	return llc_shrink_init();
 }
 
-static void llc_shrinker_exit(void)
-{
-	shrinker_free(llc_shrinker);
-}
-#else
-static struct shrinker llc_shrinker = {
-	.count_objects = llc_shrink_count,
-	.scan_objects = llc_shrink_scan,
-	.seeks = DEFAULT_SEEKS,
-};
-
-int llc_pin_init(void)
-{
-	return register_shrinker(&llc_shrinker, "llmcache");
-}
-
-static void llc_shrinker_exit(void)
-{
-	unregister_shrinker(&llc_shrinker);
-}
-#endif
-
-/* After the hooks are gone: nothing schedules the worker any more. */
+/* After the hooks are gone and every file is unregistered: nothing schedules the workers any more. */
 void llc_pin_exit(void)
 {
 	cancel_work_sync(&llc_pin_work);
-	llc_shrinker_exit();
+	llc_hot_exit();
+	llc_seq_exit();
+	llc_shrink_exit();
 }

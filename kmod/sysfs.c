@@ -28,8 +28,10 @@ static ssize_t enable_store(struct kobject *k, struct kobj_attribute *a, const c
 	if (!v)
 		llc_pin_release(); /* disabled: the hooks no longer track the pinned pages */
 	mutex_unlock(&llc_reg_mutex);
-	if (v)
+	if (v) {
 		llc_pin_kick();
+		llc_hot_kick();
+	}
 	return len;
 }
 
@@ -53,9 +55,10 @@ static ssize_t name##_store(struct kobject *k, struct kobj_attribute *a,		\
 static struct kobj_attribute name##_attr = __ATTR_RW(name)
 
 LLC_U64_ATTR(pin_budget, 0, llc_pin_kick());
-LLC_U64_ATTR(hot_reserve, 0, (void)0);
+LLC_U64_ATTR(hot_reserve, 0, llc_hot_kick());
 LLC_U64_ATTR(bw, 0, (void)0);
 LLC_U64_ATTR(t_ns, 0, (void)0);
+LLC_U64_ATTR(seq_drop_ns, 0, llc_seq_kick());
 
 static ssize_t hook_mode_show(struct kobject *k, struct kobj_attribute *a, char *buf)
 {
@@ -78,7 +81,7 @@ static struct kobj_attribute registered_attr = __ATTR_RO(registered);
 
 static struct attribute *llc_attrs[] = {
 	&enable_attr.attr, &pin_budget_attr.attr, &hot_reserve_attr.attr, &bw_attr.attr, &t_ns_attr.attr,
-	&hook_mode_attr.attr, &registered_attr.attr, NULL,
+	&hook_mode_attr.attr, &registered_attr.attr, &seq_drop_ns_attr.attr, NULL,
 };
 static const struct attribute_group llc_group = { .attrs = llc_attrs };
 
@@ -112,6 +115,8 @@ static struct llc_stat_attr llc_stat_attrs[] = {
 	LLC_STAT(pinned, LLMCACHE_STAT_PINNED),
 	LLC_STAT(shrinker_released, LLMCACHE_STAT_SHRINKER_RELEASED),
 	LLC_STAT(events_dropped, LLMCACHE_STAT_EVENTS_DROPPED),
+	LLC_STAT(seq_dropped, LLMCACHE_STAT_SEQ_DROPPED),
+	LLC_STAT(hot_protected, LLMCACHE_STAT_HOT_PROTECTED),
 	LLC_STAT(seq_seqs, LLMCACHE_NR_STATS + LLMCACHE_CLASS_SEQ),
 	LLC_STAT(loop_seqs, LLMCACHE_NR_STATS + LLMCACHE_CLASS_LOOP),
 	LLC_STAT(hot_seqs, LLMCACHE_NR_STATS + LLMCACHE_CLASS_HOT),

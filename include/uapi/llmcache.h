@@ -81,6 +81,8 @@ enum llmcache_stat {
 	LLMCACHE_STAT_PINNED,            /* blocks pinned now */
 	LLMCACHE_STAT_SHRINKER_RELEASED, /* pins and pages released under memory pressure */
 	LLMCACHE_STAT_EVENTS_DROPPED,    /* events lost (ring buffer full, allocation failure) */
+	LLMCACHE_STAT_SEQ_DROPPED,       /* SEQ pages invalidated once their scan had passed, or under pressure */
+	LLMCACHE_STAT_HOT_PROTECTED,     /* HOT blocks protected now (within hot_reserve) */
 	LLMCACHE_NR_STATS
 };
 

@@ -221,12 +221,13 @@ FIXTURE_TEARDOWN(llmcache)
 	EXPECT_EQ(0, module_unload());
 }
 
-static const char *const tunables[] = { "enable", "pin_budget", "hot_reserve", "bw", "t_ns" };
+static const char *const tunables[] = { "enable", "pin_budget", "hot_reserve", "bw", "t_ns", "seq_drop_ns" };
 static const char *const read_only[] = {
 	"hook_mode", "registered", "stats/accesses", "stats/hits", "stats/misses", "stats/seq_blocks",
 	"stats/loop_blocks", "stats/hot_blocks", "stats/loop_iterations", "stats/seqs_created",
 	"stats/seqs_recycled", "stats/chunks_recycled", "stats/pinned", "stats/shrinker_released",
-	"stats/events_dropped", "stats/seq_seqs", "stats/loop_seqs", "stats/hot_seqs",
+	"stats/events_dropped", "stats/seq_dropped", "stats/hot_protected", "stats/seq_seqs", "stats/loop_seqs",
+	"stats/hot_seqs",
 };
 
 /* Every file exists, has the documented mode, reads as one value; nothing else is there. */
@@ -279,7 +280,7 @@ TEST_F(llmcache, sysfs_tunables)
 	static const char *const garbage[] = { "abc", "\n", "-1", "12x", "0x", "18446744073709551616", "1 2" };
 	static const struct { const char *name, *good, *bad; } cases[] = {
 		{ "enable", "0", "2" }, { "pin_budget", "1048576", NULL }, { "hot_reserve", "65536", NULL },
-		{ "bw", "100000000", NULL }, { "t_ns", "50000000", NULL },
+		{ "bw", "100000000", NULL }, { "t_ns", "50000000", NULL }, { "seq_drop_ns", "500000000", NULL },
 	};
 	char before[64], after[64];
 	size_t i, g;
@@ -505,19 +506,36 @@ static long long wait_pinned(long long want)
 	return v;
 }
 
-/* Pages of fd's first blocks blocks that are resident. */
+/* Pages of fd's blocks [first, first + blocks) that are resident (mincore). */
 static int resident(int fd, int first, int blocks)
 {
-	unsigned char vec[4096];
-	void *p = mmap(NULL, (size_t)(first + blocks) * 4096, PROT_READ, MAP_SHARED, fd, 0);
-	int i, n = 0;
+	size_t len = (size_t)(first + blocks) * 4096;
+	unsigned char *vec = malloc(first + blocks);
+	void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	int i, n = -1;
 
-	if (p == MAP_FAILED || blocks > (int)sizeof(vec) || mincore(p, (size_t)(first + blocks) * 4096, vec))
-		return -1;
-	for (i = first; i < first + blocks; i++)
-		n += vec[i] & 1;
-	munmap(p, (size_t)(first + blocks) * 4096);
+	if (vec && p != MAP_FAILED && !mincore(p, len, vec))
+		for (i = first, n = 0; i < first + blocks; i++)
+			n += vec[i] & 1;
+	if (p != MAP_FAILED)
+		munmap(p, len);
+	free(vec);
 	return n;
+}
+
+/* Wait up to 20 s for a statistic to reach want; returns the last value read. */
+static long long wait_stat(const char *name, long long want)
+{
+	long long v = -1;
+	int i;
+
+	for (i = 0; i < 400; i++) {
+		v = sysfs_num(name);
+		if (v == want)
+			break;
+		usleep(50000);
+	}
+	return v;
 }
 
 /* Drop the clean page cache (1), not the slab caches: those would run the module's shrinker too. */
@@ -584,22 +602,78 @@ TEST_F_TIMEOUT(llmcache, pin_budget, 180)
 	unlink(path);
 }
 
+/* Read blocks [0, blocks) of fd once, 16 KiB at a time: a scan. */
+static int scan(int fd, int blocks)
+{
+	char buf[16 << 10];
+	off_t off;
+
+	for (off = 0; off < (off_t)blocks * 4096; off += sizeof(buf))
+		if (pread(fd, buf, sizeof(buf), off) <= 0)
+			return -1;
+	return 0;
+}
+
+/* Tokenizer-like lookups: rounds passes over 10 blocks 6 apart (never adjacent: each stays HOT). */
+#define HOT_BLOCKS 10
+static int hot_block(int k) { return 3 + 6 * k; }
+
+static int lookups(int fd, int rounds)
+{
+	char page[4096];
+	int r, k;
+
+	for (r = 0; r < rounds; r++)
+		for (k = 0; k < HOT_BLOCKS; k++)
+			if (pread(fd, page, sizeof(page), (off_t)hot_block(k) * 4096) != sizeof(page))
+				return -1;
+	return 0;
+}
+
+static int hot_resident(int fd)
+{
+	int k, n = 0;
+
+	for (k = 0; k < HOT_BLOCKS; k++)
+		n += resident(fd, hot_block(k), 1);
+	return n;
+}
+
+/* Wait up to 20 s until exactly want of fd's blocks [0, blocks) are resident; returns the last count. */
+static int wait_resident(int fd, int blocks, int want)
+{
+	int i, n = -1;
+
+	for (i = 0; i < 400 && (n = resident(fd, 0, blocks)) != want; i++)
+		usleep(50000);
+	return n;
+}
+
 /*
  * Pins never cause an OOM: with a loop of 256 MiB pinned in a 1 GiB guest, a process that needs 800 MiB
- * gets it, because the shrinker releases pins (longest-period loops' highest blocks first).
+ * gets it, because the shrinker releases pins (longest-period loops' highest blocks first). HOT
+ * protection goes only after every pin: while pins remain, the protected blocks stay.
  */
 TEST_F_TIMEOUT(llmcache, shrinker_releases_pins, 300)
 {
 	const size_t loop = 256 << 20, need = 800 << 20;
-	char path[256];
+	char path[256], tpath[256];
 	pid_t pid;
 	int fd = scratch_file("big", 0, path, sizeof(path)), status;
-	long long pinned;
+	int tok = scratch_file("tokenizer", 64, tpath, sizeof(tpath));
+	long long pinned, after;
 
 	ASSERT_LE(0, fd);
+	ASSERT_LE(0, tok);
 	ASSERT_EQ(0, ftruncate(fd, loop));
+	drop_caches();
 	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, tok, NULL));
 	ASSERT_EQ(0, sysfs_write("pin_budget", "268435456"));
+	ASSERT_EQ(0, sysfs_write("hot_reserve", "65536"));
+	ASSERT_EQ(0, scan(tok, 64));
+	ASSERT_EQ(0, lookups(tok, 5));
+	EXPECT_EQ(HOT_BLOCKS, wait_stat("stats/hot_protected", HOT_BLOCKS));
 	ASSERT_EQ(0, sweep(fd, loop, 3));
 	pinned = wait_pinned(loop / 4096);
 	EXPECT_LT(loop / 4096 * 3 / 4, pinned) TH_LOG("only %lld pinned", pinned);
@@ -618,13 +692,18 @@ TEST_F_TIMEOUT(llmcache, shrinker_releases_pins, 300)
 	}
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	EXPECT_TRUE(WIFEXITED(status)) TH_LOG("the allocating process was killed (signal %d)", WTERMSIG(status));
-	TH_LOG("pinned %lld blocks, then %lld after the allocation; shrinker released %lld", pinned,
-	       sysfs_num("stats/pinned"), sysfs_num("stats/shrinker_released"));
+	after = sysfs_num("stats/pinned");
+	TH_LOG("pinned %lld blocks, then %lld after the allocation; shrinker released %lld; HOT protected %lld",
+	       pinned, after, sysfs_num("stats/shrinker_released"), sysfs_num("stats/hot_protected"));
 	EXPECT_LT(0, sysfs_num("stats/shrinker_released"));
-	EXPECT_GT(pinned, sysfs_num("stats/pinned"));
-	EXPECT_GE(loop / 4096, sysfs_num("stats/pinned"));
+	EXPECT_GT(pinned, after);
+	EXPECT_GE(loop / 4096, after);
+	if (after > 0)
+		EXPECT_EQ(HOT_BLOCKS, sysfs_num("stats/hot_protected")) TH_LOG("HOT protection went before pins");
 	close(fd);
+	close(tok);
 	unlink(path);
+	unlink(tpath);
 }
 
 /*
@@ -686,6 +765,158 @@ TEST_F_TIMEOUT(churn, load_unload_under_load, 300)
 	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	close(fd);
 	unlink(path);
+}
+
+/*
+ * A registered config-like file read once is dropped from the page cache once its scan has passed
+ * (seq_drop_ns); a registered file swept three times (a loop) and an unregistered file read once stay.
+ */
+TEST_F_TIMEOUT(llmcache, seq_dropped_after_scan, 120)
+{
+	char cpath[256], wpath[256], opath[256];
+	int cfg = scratch_file("config", 64, cpath, sizeof(cpath));
+	int w = scratch_file("weights", 256, wpath, sizeof(wpath));
+	int other = scratch_file("other", 64, opath, sizeof(opath));
+	long long dropped;
+
+	ASSERT_LE(0, cfg);
+	ASSERT_LE(0, w);
+	ASSERT_LE(0, other);
+	drop_caches(); /* clean pages only can be dropped: start from the disk */
+	ASSERT_EQ(0, sysfs_write("seq_drop_ns", "200000000"));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, cfg, NULL));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, w, NULL));
+	ASSERT_EQ(0, scan(cfg, 64));
+	ASSERT_EQ(0, scan(other, 64));
+	ASSERT_EQ(0, sweep(w, 256 * 4096, 3));
+	dropped = wait_stat("stats/seq_dropped", 64);
+	EXPECT_EQ(64, dropped) TH_LOG("seq_dropped %lld", dropped);
+	EXPECT_EQ(0, resident(cfg, 0, 64)) TH_LOG("the scanned config stayed");
+	EXPECT_EQ(256, resident(w, 0, 256)) TH_LOG("the loop was dropped");
+	EXPECT_EQ(64, resident(other, 0, 64)) TH_LOG("an unregistered file was dropped");
+	EXPECT_EQ(0, sysfs_num("stats/shrinker_released"));
+
+	/* seq_drop_ns=0: scans stay. */
+	ASSERT_EQ(0, sysfs_write("seq_drop_ns", "0"));
+	close(cfg);
+	cfg = scratch_file("config2", 64, cpath, sizeof(cpath));
+	ASSERT_LE(0, cfg);
+	drop_caches();
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, cfg, NULL));
+	ASSERT_EQ(0, scan(cfg, 64));
+	usleep(500000);
+	EXPECT_EQ(64, resident(cfg, 0, 64));
+	EXPECT_EQ(dropped, sysfs_num("stats/seq_dropped"));
+	close(cfg);
+	close(w);
+	close(other);
+	unlink(cpath);
+	unlink(wpath);
+	unlink(opath);
+}
+
+/*
+ * Tokenizer-like: a scan, then random lookups of 10 blocks. Within hot_reserve the lookups' blocks are
+ * protected and survive a page-cache drop while the scan's other blocks are dropped; a smaller reserve
+ * keeps the most recently used; reserve 0 and unregistration release them.
+ */
+TEST_F_TIMEOUT(llmcache, hot_protected, 120)
+{
+	char path[256];
+	int tok = scratch_file("tokenizer", 64, path, sizeof(path));
+
+	ASSERT_LE(0, tok);
+	drop_caches();
+	ASSERT_EQ(0, sysfs_write("seq_drop_ns", "1000000000"));
+	ASSERT_EQ(0, sysfs_write("hot_reserve", "65536")); /* 16 blocks */
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, tok, NULL));
+	ASSERT_EQ(0, scan(tok, 64));
+	ASSERT_EQ(0, lookups(tok, 5));
+	EXPECT_EQ(HOT_BLOCKS, wait_stat("stats/hot_protected", HOT_BLOCKS));
+	/* The scan's other blocks go (all 64 if the drop came before the lookups re-read theirs). */
+	EXPECT_EQ(HOT_BLOCKS, wait_resident(tok, 64, HOT_BLOCKS)) TH_LOG("the scan stayed or HOT blocks went");
+	EXPECT_LE(64 - HOT_BLOCKS, sysfs_num("stats/seq_dropped"));
+	EXPECT_GE(64, sysfs_num("stats/seq_dropped"));
+	drop_caches();
+	EXPECT_EQ(HOT_BLOCKS, hot_resident(tok)) TH_LOG("protected blocks left the page cache");
+
+	/* 4 blocks: the 4 most recently used lookups stay protected. */
+	ASSERT_EQ(0, sysfs_write("hot_reserve", "16384"));
+	EXPECT_EQ(4, wait_stat("stats/hot_protected", 4));
+	drop_caches();
+	EXPECT_EQ(4, hot_resident(tok));
+	EXPECT_EQ(4, resident(tok, hot_block(HOT_BLOCKS - 4), 6 * 3 + 1));
+	ASSERT_EQ(0, sysfs_write("hot_reserve", "0"));
+	EXPECT_EQ(0, wait_stat("stats/hot_protected", 0));
+	ASSERT_EQ(0, sysfs_write("hot_reserve", "65536"));
+	ASSERT_EQ(0, lookups(tok, 1));
+	EXPECT_EQ(HOT_BLOCKS, wait_stat("stats/hot_protected", HOT_BLOCKS));
+	ASSERT_EQ(0, sysfs_write("enable", "0"));
+	EXPECT_EQ(0, sysfs_num("stats/hot_protected")) TH_LOG("disabling keeps protection");
+	ASSERT_EQ(0, sysfs_write("enable", "1"));
+	ASSERT_EQ(0, lookups(tok, 1));
+	EXPECT_EQ(HOT_BLOCKS, wait_stat("stats/hot_protected", HOT_BLOCKS));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_UNREGISTER, tok, NULL));
+	EXPECT_EQ(0, sysfs_num("stats/hot_protected"));
+	close(tok);
+	unlink(path);
+}
+
+/*
+ * Moderate memory pressure: a 1.5 GiB unregistered file read through a 1 GiB guest evicts other page
+ * cache, but 64 MiB of loop pins and the protected HOT blocks stay resident and nothing is released.
+ */
+TEST_F_TIMEOUT(llmcache, pins_survive_moderate_pressure, 300)
+{
+	const int loop = 16384, control = 4096;
+	const off_t big = 1536LL << 20;
+	char lpath[256], tpath[256], cpath[256], bpath[256];
+	int lfd = scratch_file("loop", loop, lpath, sizeof(lpath));
+	int tok = scratch_file("tokenizer", 64, tpath, sizeof(tpath));
+	int cfd = scratch_file("control", control, cpath, sizeof(cpath));
+	int bfd = scratch_file("big", 0, bpath, sizeof(bpath));
+	static char buf[1 << 20];
+	off_t off;
+
+	ASSERT_LE(0, lfd);
+	ASSERT_LE(0, tok);
+	ASSERT_LE(0, cfd);
+	ASSERT_LE(0, bfd);
+	ASSERT_EQ(0, ftruncate(bfd, big)); /* sparse: its holes read as page-cache pages of zeros */
+	drop_caches();
+	ASSERT_EQ(0, sysfs_write("seq_drop_ns", "100000000"));
+	ASSERT_EQ(0, sysfs_write("pin_budget", "67108864"));
+	ASSERT_EQ(0, sysfs_write("hot_reserve", "65536"));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, lfd, NULL));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, tok, NULL));
+	ASSERT_EQ(0, sweep(lfd, (off_t)loop * 4096, 3));
+	EXPECT_EQ(loop, wait_pinned(loop));
+	ASSERT_EQ(0, scan(tok, 64));
+	ASSERT_EQ(0, lookups(tok, 5));
+	EXPECT_EQ(HOT_BLOCKS, wait_stat("stats/hot_protected", HOT_BLOCKS));
+	EXPECT_EQ(HOT_BLOCKS, wait_resident(tok, 64, HOT_BLOCKS));
+	ASSERT_EQ(0, scan(cfd, control));
+	EXPECT_LT(control * 3 / 4, resident(cfd, 0, control));
+
+	for (off = 0; off < big; off += sizeof(buf))
+		ASSERT_EQ(sizeof(buf), pread(bfd, buf, sizeof(buf), off));
+	TH_LOG("after 1.5 GiB: control %d/%d resident, loop %d/%d, hot %d/%d; pinned %lld, released %lld",
+	       resident(cfd, 0, control), control, resident(lfd, 0, loop), loop, hot_resident(tok), HOT_BLOCKS,
+	       sysfs_num("stats/pinned"), sysfs_num("stats/shrinker_released"));
+	EXPECT_GT(control / 4, resident(cfd, 0, control)) TH_LOG("no pressure: unpinned cache stayed");
+	EXPECT_EQ(loop, resident(lfd, 0, loop));
+	EXPECT_EQ(loop, sysfs_num("stats/pinned"));
+	EXPECT_EQ(HOT_BLOCKS, hot_resident(tok));
+	EXPECT_EQ(HOT_BLOCKS, sysfs_num("stats/hot_protected"));
+	EXPECT_EQ(0, sysfs_num("stats/shrinker_released"));
+	close(lfd);
+	close(tok);
+	close(cfd);
+	close(bfd);
+	unlink(lpath);
+	unlink(tpath);
+	unlink(cpath);
+	unlink(bpath);
 }
 
 /* Run llmworkload with args; 0 when it exits 0. */
@@ -890,6 +1121,42 @@ TEST_F(llmcache, file_opts)
 	close(pipefd[1]);
 	close(fd);
 	close(fd2);
+}
+
+/*
+ * The pin plan honours per-file options: NO_PIN leaves a loop out, pin_limit caps a file's pins, and
+ * what they cut goes to the other loop, always within pin_budget.
+ */
+TEST_F_TIMEOUT(llmcache, file_opts_pin_plan, 180)
+{
+	char pa[256], pb[256], sa[64], sb[64];
+	__u64 ida = 0, idb = 0;
+	int a = scratch_file("opts_a", 512, pa, sizeof(pa)), b = scratch_file("opts_b", 512, pb, sizeof(pb));
+
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, a, &ida));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, b, &idb));
+	snprintf(sa, sizeof(sa), "files/%llu/pinned", (unsigned long long)ida);
+	snprintf(sb, sizeof(sb), "files/%llu/pinned", (unsigned long long)idb);
+	ASSERT_EQ(0, sysfs_write("pin_budget", "2097152")); /* 512 blocks: one of the two loops */
+	ASSERT_EQ(0, sweep(a, 512 * 4096, 3));
+	ASSERT_EQ(0, sweep(b, 512 * 4096, 3));
+	EXPECT_EQ(512, wait_pinned(512));
+
+	ASSERT_EQ(0, file_opts(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, a, LLMCACHE_FILE_NO_PIN, 0, NULL));
+	EXPECT_EQ(0, wait_stat(sa, 0)) TH_LOG("a NO_PIN file keeps pins");
+	EXPECT_EQ(512, wait_stat(sb, 512)) TH_LOG("the other loop did not get the budget");
+	ASSERT_EQ(0, file_opts(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, b, 0, 1 << 20, NULL));
+	EXPECT_EQ(256, wait_stat(sb, 256)) TH_LOG("pin_limit 1 MiB not honoured");
+	EXPECT_EQ(256, wait_pinned(256));
+	ASSERT_EQ(0, file_opts(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, a, 0, 0, NULL));
+	EXPECT_EQ(512, wait_pinned(512)) TH_LOG("the budget cut from b did not go to a");
+	EXPECT_GE(256, sysfs_num(sb));
+	close(a);
+	close(b);
+	unlink(pa);
+	unlink(pb);
 }
 
 TEST_F(llmcache, auto_errors)
