@@ -8,6 +8,8 @@
  * A multiplication by x^n mod P is one carry-less multiply by the constant x^(n-33) mod P followed by
  * one crc32 of the 64-bit product: with the reflected bit order, clmul(a, b) holds x * a * b, and
  * crc32(0, v) computes v * x^32 mod P, so the pair yields a * b * x^33 mod P.
+ * The same linearity joins checksums computed apart: crc(A B) = crc(B) + crc(A) * x^(8 |B|) mod P
+ * (the initial and final inversions cancel), with x^(8 |B|) by square-and-multiply.
  */
 #include "kv/crc32c.hpp"
 
@@ -95,7 +97,28 @@ __attribute__((target("sse4.2,pclmul"))) uint32_t crc_hw(const uint8_t *p, size_
 const bool HAVE_HW = __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul");
 #endif
 
+// a * b mod P, reflected (bit 31 is x^0): b times x^i for every x^i term of a.
+uint32_t mulmod(uint32_t a, uint32_t b)
+{
+	uint32_t p = 0;
+	for (uint32_t m = 0x80000000u; m; m >>= 1) {
+		if (a & m)
+			p ^= b;
+		b = (b >> 1) ^ (b & 1 ? POLY : 0);
+	}
+	return p;
+}
+
 } // namespace
+
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
+{
+	uint32_t x8n = 0x80000000u, base = 0x00800000u; // x^0 and x^8
+	for (uint64_t n = len_b; n; n >>= 1, base = mulmod(base, base))
+		if (n & 1)
+			x8n = mulmod(x8n, base);
+	return crc_b ^ mulmod(crc_a, x8n);
+}
 
 uint32_t crc32c_portable(const void *data, size_t len, uint32_t crc)
 {

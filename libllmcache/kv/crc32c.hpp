@@ -8,6 +8,9 @@
 
 namespace llmcache::kv {
 uint32_t crc32c(const void *data, size_t len, uint32_t crc = 0);
+// The CRC32C of A followed by B, from crc32c(A), crc32c(B) and the length of B: lets the CPU pool
+// checksum a page as it is appended and seal it at spill time without reading it again.
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 // The byte-table form, the same function on any CPU (the reference the fast form is tested against).
 uint32_t crc32c_portable(const void *data, size_t len, uint32_t crc = 0);
 }

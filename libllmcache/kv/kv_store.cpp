@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "kv/kv_store.hpp"
 
+#include "kv/crc32c.hpp"
 #include "kv/score_merge.hpp"
 
 #include <algorithm>
@@ -40,10 +41,10 @@ int KvStore::open(const KvShape &shape, const KvOptions &opt, std::unique_ptr<Kv
 	s->geo_ = {shape.q_heads, shape.kv_heads, shape.head_dim, shape.dtype, opt.page_tokens};
 	s->pages_.resize(shape.layers);
 	s->tokens_.assign(shape.layers, 0);
+	const uint64_t payload = std::max(s->geo_.k_payload(opt.page_tokens), opt.page_tokens * s->geo_.row_bytes());
+	s->slab_bytes_ = (sizeof(SlabHeader) + payload + SLAB_ALIGN - 1) / SLAB_ALIGN * SLAB_ALIGN;
 	if (!opt.device.empty()) {
-		const uint64_t payload = std::max(s->geo_.k_payload(opt.page_tokens), opt.page_tokens * s->geo_.row_bytes());
-		StorageConfig sc{opt.device, opt.device_offset, opt.device_capacity,
-				 (sizeof(SlabHeader) + payload + SLAB_ALIGN - 1) / SLAB_ALIGN * SLAB_ALIGN, opt.queue_depth,
+		StorageConfig sc{opt.device, opt.device_offset, opt.device_capacity, s->slab_bytes_, opt.queue_depth,
 				 opt.io_uring};
 		if (int r = StoragePool::open(sc, s->pool_, err))
 			return r;
@@ -81,8 +82,8 @@ int KvStore::append(uint32_t layer, const void *k, const void *v)
 	auto &pages = pages_[layer];
 	if (t == 0) {
 		Page p;
-		p.k.reset(new uint8_t[geo_.k_payload(P)]);
-		p.v.reset(new uint8_t[P * row]);
+		p.k = SlabBuffer(slab_bytes_, geo_.k_payload(P));
+		p.v = SlabBuffer(slab_bytes_, P * row);
 		auto mm = reinterpret_cast<float *>(p.k.get());
 		std::fill(mm, mm + dims, std::numeric_limits<float>::infinity());
 		std::fill(mm + dims, mm + 2 * dims, -std::numeric_limits<float>::infinity());
@@ -94,6 +95,8 @@ int KvStore::append(uint32_t layer, const void *k, const void *v)
 	uint8_t *keys = p.k.get() + 8ull * dims;
 	std::memcpy(keys + t * row, k, row);
 	std::memcpy(p.v.get() + t * row, v, row);
+	p.keys_crc = crc32c(keys + t * row, row, p.keys_crc);
+	p.v_crc = crc32c(p.v.get() + t * row, row, p.v_crc);
 	auto kmin = reinterpret_cast<float *>(p.k.get()), kmax = kmin + dims;
 	auto words = reinterpret_cast<const uint32_t *>(keys);
 	static const float *const half = csd_host_half_table();
@@ -142,8 +145,11 @@ int KvStore::spill()
 	std::vector<SlabWrite> w;
 	for (const Victim &c : cand) {
 		const Page &p = pages_[c.layer][c.page];
-		w.push_back({{pool_->pool_id(), c.layer, c.page, SlabKind::K}, P, p.k.get(), geo_.k_payload(P), nullptr, 0});
-		w.push_back({{pool_->pool_id(), c.layer, c.page, SlabKind::V}, P, p.v.get(), P * geo_.row_bytes(), nullptr, 0});
+		const uint64_t bounds = 8ull * geo_.dims(), keys = (uint64_t)P * geo_.row_bytes();
+		const uint32_t k_crc = crc32c_combine(crc32c(p.k.get(), bounds), p.keys_crc, keys);
+		w.push_back({{pool_->pool_id(), c.layer, c.page, SlabKind::K}, P, p.k.get(), bounds + keys, nullptr, 0, p.k.slab(),
+			     k_crc, true});
+		w.push_back({{pool_->pool_id(), c.layer, c.page, SlabKind::V}, P, p.v.get(), keys, nullptr, 0, p.v.slab(), p.v_crc, true});
 	}
 	std::vector<int64_t> res;
 	std::string err;
@@ -179,7 +185,7 @@ int KvStore::spill()
 
 bool KvStore::resident(uint32_t layer, uint32_t pos) const
 {
-	return layer < shape_.layers && pos < tokens_[layer] && pages_[layer][pos / opt_.page_tokens].k != nullptr;
+	return layer < shape_.layers && pos < tokens_[layer] && (bool)pages_[layer][pos / opt_.page_tokens].k;
 }
 
 int64_t KvStore::slab_offset(uint32_t layer, uint32_t pos, SlabKind kind) const
@@ -367,7 +373,7 @@ int KvStore::select_end(KvSelection &out)
 		Page &in = incoming[std::lower_bound(need.begin(), need.end(), pg) - need.begin()];
 		const size_t len = kind == SlabKind::K ? geo_.k_payload(P) : P * row;
 		auto &buf = kind == SlabKind::K ? in.k : in.v;
-		buf.reset(new uint8_t[len]);
+		buf = SlabBuffer(slab_bytes_, len);
 		std::memcpy(buf.get(), payload, len);
 	});
 	if (r < 0) {

@@ -99,8 +99,12 @@ public:
 
 private:
 	struct Page {
-		std::unique_ptr<uint8_t[]> k, v; // k: kmin, kmax, keys (the K slab payload); null when spilled
+		SlabBuffer k, v; // k: kmin, kmax, keys (the K slab payload); empty when spilled
 		uint32_t n_tokens = 0, hits = 0;
+		// CRC32C of the keys and of the V rows, chained as tokens are appended (the rows are hot in
+		// the cache then), so a spill seals the slabs without reading the page again. Only full pages
+		// spill and a full page never changes, so the values stay right when it comes back.
+		uint32_t keys_crc = 0, v_crc = 0;
 		int64_t k_off = -1, v_off = -1;
 	};
 	struct Pending {
@@ -119,6 +123,7 @@ private:
 	int fetch(uint32_t layer, const std::vector<uint32_t> &pages,
 		  const std::function<void(uint32_t page, SlabKind kind, const uint8_t *payload)> &fn);
 	uint64_t page_bytes() const;
+	uint64_t slab_bytes_ = 0; // a page's K or V in slab layout: header, the larger payload, 4096-aligned
 
 	KvShape shape_;
 	KvOptions opt_;

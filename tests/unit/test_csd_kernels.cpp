@@ -207,7 +207,7 @@ void crc32c__check_value_and_chaining__standard(void **)
 
 // The fast form (three interleaved crc32 streams joined by carry-less multiplies) equals the byte
 // table for every length around the round size and for unaligned starts and chained calls.
-void crc32c__fast_form_any_length__equals_table(void **)
+void crc32c__fast_form_and_combine__equal_table(void **)
 {
 	using llmcache::kv::crc32c;
 	using llmcache::kv::crc32c_portable;
@@ -221,6 +221,10 @@ void crc32c__fast_form_any_length__equals_table(void **)
 			assert_int_equal(crc32c(buf.data() + off, len, 0xdeadbeef), crc32c_portable(buf.data() + off, len, 0xdeadbeef));
 		}
 	assert_int_equal(crc32c_portable("123456789", 9), 0xe3069283u);
+	for (size_t split : {0ul, 1ul, 100ul, 4096ul, 20000ul, buf.size()})
+		assert_int_equal(llmcache::kv::crc32c_combine(crc32c(buf.data(), split), crc32c(buf.data() + split, buf.size() - split),
+							      buf.size() - split),
+				 crc32c(buf.data(), buf.size()));
 }
 
 } // namespace
@@ -234,7 +238,7 @@ int main()
 		cmocka_unit_test(score_exact__invalid_shape__writes_nothing),
 		cmocka_unit_test(score_quest_bounds__random_pages__bound_every_token),
 		cmocka_unit_test(crc32c__check_value_and_chaining__standard),
-		cmocka_unit_test(crc32c__fast_form_any_length__equals_table),
+		cmocka_unit_test(crc32c__fast_form_and_combine__equal_table),
 	};
 	return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
