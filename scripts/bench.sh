@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# make bench: speed and memory of the simulator and the policy core, and the hit-ratio table of the
-# paper's four app workloads (llm against every baseline and Belady). Figures are printed with the
-# machine they ran on; Documentation/evaluation.md records them.
+# make bench: speed and memory of the simulator and the policy core, the hit-ratio table of the
+# paper's four app workloads (llm against every baseline and Belady), and the KV half (bench-kv.sh).
+# Figures are printed with the machine they ran on; Documentation/evaluation.md records them.
 # Usage: scripts/bench.sh BIN_DIR TESTS_DIR RESULTS_DIR
 set -euo pipefail
 bin=${1:?usage: bench.sh BIN_DIR TESTS_DIR RESULTS_DIR}
@@ -26,3 +26,6 @@ for app in ai-notes ai-translate text-embedder text-classification; do
 	"$bin/llmworkload" app "$app" --trace "$out/$app.trace" >/dev/null
 	"$bin/llmreplay" "$out/$app.trace" --progress never --csv "$out/$app.csv" | sed -n '/^hit ratio/,/^$/p'
 done
+
+echo
+"$(dirname "$0")/bench-kv.sh" "$tests" "$out"

@@ -66,6 +66,20 @@ int KvStore::open(const KvShape &shape, const KvOptions &opt, std::unique_ptr<Kv
 
 KvStore::~KvStore() = default;
 
+double KvStore::beta() const { return opt_.beta < 0 ? stats_.beta() : opt_.beta; }
+
+// HillInfer's adaptive split (Sec. 3.3, Eq. 1): M_c / f_c = M_s / f_s with M_c < M_0, i.e. the CPU
+// pool holds beta / (1 + beta) of the session's KV, never more than the budget M_0. Without a beta
+// (off, or adaptive before both rates are measured) the CPU pool fills its budget first.
+uint64_t KvStore::budget() const
+{
+	const double b = beta();
+	if (!pool_ || !(b > 0))
+		return opt_.cpu_budget;
+	const double total = (double)(stats_.cpu_pages + stats_.spilled_pages) * (double)page_bytes();
+	return std::min<uint64_t>(opt_.cpu_budget, (uint64_t)(total * b / (1 + b)));
+}
+
 int KvStore::append(uint32_t layer, const void *k, const void *v)
 {
 	if (pending_.active)
@@ -109,7 +123,10 @@ int KvStore::append(uint32_t layer, const void *k, const void *v)
 	}
 	p.n_tokens++;
 	tokens_[layer]++;
-	return stats_.cpu_bytes > opt_.cpu_budget ? spill() : 0;
+	// Over the budget: spill now. Over the beta split only: spill when a page fills (pages become
+	// movable only at page boundaries, so checking every token would rescan for nothing).
+	const bool over = stats_.cpu_bytes > opt_.cpu_budget || (p.n_tokens == P && stats_.cpu_bytes > budget());
+	return over ? spill() : 0;
 }
 
 // Spills whole pages until the CPU pool is at 7/8 of its budget (a batch per spill keeps the queue
@@ -117,7 +134,7 @@ int KvStore::append(uint32_t layer, const void *k, const void *v)
 // least often selected first, then the oldest.
 int KvStore::spill()
 {
-	const uint64_t over = stats_.cpu_bytes - opt_.cpu_budget;
+	const uint64_t over = stats_.cpu_bytes - std::min(stats_.cpu_bytes, opt_.cpu_budget);
 	if (!pool_)
 		return set_error(-ENOSPC, "the CPU KV pool is over its budget of " + std::to_string(opt_.cpu_budget) +
 					     " bytes by " + std::to_string(over) +
@@ -136,7 +153,7 @@ int KvStore::spill()
 				cand.push_back({p.hits, l, pg});
 		}
 	}
-	const uint64_t target = opt_.cpu_budget - opt_.cpu_budget / 8, pb = page_bytes();
+	const uint64_t target = budget() - budget() / 8, pb = page_bytes();
 	const size_t want = std::min<size_t>(cand.size(), (stats_.cpu_bytes - std::min(target, stats_.cpu_bytes) + pb - 1) / pb);
 	std::partial_sort(cand.begin(), cand.begin() + want, cand.end(), [](const Victim &a, const Victim &b) {
 		return a.hits != b.hits ? a.hits < b.hits : a.page != b.page ? a.page < b.page : a.layer < b.layer;
@@ -344,7 +361,7 @@ int KvStore::select_end(KvSelection &out)
 	std::vector<uint32_t> order(need);
 	std::stable_sort(order.begin(), order.end(),
 			 [&](uint32_t a, uint32_t b) { return pages_[layer][a].hits > pages_[layer][b].hits; });
-	uint64_t room = stats_.cpu_bytes < opt_.cpu_budget ? (opt_.cpu_budget - stats_.cpu_bytes) / page_bytes() : 0;
+	uint64_t room = stats_.cpu_bytes < budget() ? (budget() - stats_.cpu_bytes) / page_bytes() : 0;
 	std::vector<uint32_t> promoted; // ascending page numbers
 	for (size_t i = 0, v = 0; pool_ && i < order.size(); i++) {
 		const uint32_t h = pages_[layer][order[i]].hits;
@@ -394,7 +411,7 @@ int KvStore::select_end(KvSelection &out)
 		stats_.spilled_pages--;
 		stats_.promoted_pages++;
 	}
-	if (stats_.cpu_bytes > opt_.cpu_budget)
+	if (stats_.cpu_bytes > budget())
 		spill(); // a failure keeps the pages in memory; it is counted and the next append reports it
 	return 0;
 }

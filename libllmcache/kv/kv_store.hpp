@@ -40,6 +40,10 @@ struct KvOptions {
 	uint32_t page_tokens = 32, sink_tokens = 4, recent_tokens = 64, score_block = 64;
 	unsigned queue_depth = 32;
 	bool io_uring = true; // false: synchronous pread/pwrite
+	// HillInfer's beta, the CPU:storage split of the KV (M_c / M_s): 0 = off (the CPU pool fills
+	// cpu_budget before anything spills); > 0 = the CPU pool keeps beta / (1 + beta) of the KV, within
+	// cpu_budget; < 0 = adaptive: beta = f_c / f_s as measured online (KvStats::beta()).
+	double beta = 0;
 	csd::Estimator estimator = csd::Estimator::Exact;
 	std::string backend = "none"; // none, emulated, xrt
 	csd::EmulatedConfig emulated;
@@ -95,6 +99,8 @@ public:
 	const char *backend_name() const { return backend_ ? backend_->name() : "none"; }
 	const std::string &backend_note() const { return note_; } // fallbacks taken at open, one line
 	KvStats stats() const;
+	double beta() const;	  // the split in force: the configured one, or the measured one when adaptive (0 = none)
+	uint64_t budget() const; // the CPU pool's byte target under the split, at most cpu_budget
 	uint64_t row_bytes() const { return geo_.row_bytes(); }
 
 private:
