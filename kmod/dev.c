@@ -8,6 +8,7 @@
 #include <linux/miscdevice.h>
 #include <linux/uaccess.h>
 #include "llmcache.h"
+#include "kv.h"
 
 static int llc_dev_open(struct inode *inode, struct file *file)
 {
@@ -107,6 +108,8 @@ static long llc_dev_ioctl(struct file *file, unsigned int cmd, unsigned long arg
 		return llc_ioc_file_stats(uarg);
 	case LLMCACHE_IOC_STATS:
 		return llc_ioc_stats(uarg);
+	case LLMCACHE_IOC_KV_STATS:
+		return llc_kv_push(uarg);
 	default:
 		return -ENOTTY;
 	}

@@ -6,7 +6,8 @@
 # it must be a file system with O_DIRECT, not tmpfs) and are removed at the end.
 # Usage: scripts/bench-kv.sh TESTS_DIR RESULTS_DIR
 # Environment: KV_BENCH_MIB (storage pass, 256), KV_BENCH_ROUNDS (5), KV_DECODE_CONTEXTS
-# (4096,8192,16384,32768), KV_DECODE_BATCHES (1,8), KV_DECODE_LAYERS (1), KV_DECODE_STEPS (3).
+# (4096,8192,16384,32768), KV_DECODE_BATCHES (1,8), KV_DECODE_LAYERS (1), KV_DECODE_STEPS (3),
+# KV_DECODE_HEAVY (16: one page in 16 holds the important keys; 0: uniformly random keys).
 set -euo pipefail
 tests=${1:?usage: bench-kv.sh TESTS_DIR RESULTS_DIR}
 out=${2:?usage: bench-kv.sh TESTS_DIR RESULTS_DIR}
@@ -52,4 +53,4 @@ if [ -n "$loop" ]; then
 	loop=$(losetup -f --show "$dir/decode.img")
 	dev=$loop
 fi
-"$tests/bench_kv_decode" "$dev" "$contexts" "$batches" "$layers" "${KV_DECODE_STEPS:-3}" | tee "$out/kv-decode.txt"
+"$tests/bench_kv_decode" "$dev" "$contexts" "$batches" "$layers" "${KV_DECODE_STEPS:-3}" "${KV_DECODE_HEAVY:-16}" | tee "$out/kv-decode.txt"

@@ -285,6 +285,7 @@ int KvStore::select_begin(uint32_t layer, const float *q, uint32_t budget)
 		pd.submitted = std::chrono::steady_clock::now();
 		if (!job.pages.empty() && backend_->submit(job) < 0)
 			return set_error(-EIO, std::string("cannot start the ") + backend_->name() + " backend");
+		stats_.storage_runs += !job.pages.empty();
 		pd.storage_pages = job.pages.size();
 		for (const auto &pr : job.pages)
 			stats_.scored_storage += pr.n_tokens;
@@ -311,6 +312,7 @@ int KvStore::select_end(KvSelection &out)
 		};
 		// The CPU pool is scored here, while the backend scores the spilled pages.
 		const auto t0 = Clock::now();
+		stats_.cpu_runs++;
 		for (uint32_t pg = 0; pg < pages_[layer].size() && pg * P < pd.n; pg++) {
 			const Page &p = pages_[layer][pg];
 			if (p.k && pd.scored(pg, P)) {
@@ -421,6 +423,10 @@ KvStats KvStore::stats() const
 	KvStats s = stats_;
 	if (pool_)
 		s.storage = pool_->stats();
+	for (const auto &layer : pages_)
+		for (const Page &p : layer)
+			(p.k ? s.cpu_tokens : s.storage_tokens) += p.n_tokens;
+	s.storage_bytes = s.spilled_pages * 2 * slab_bytes_;
 	return s;
 }
 

@@ -62,6 +62,8 @@ struct KvStats {
 	// the CPU pool, and by the backend from submit to its last Score Block. beta() = f_c / f_s is the
 	// CPU:storage capacity ratio at which both finish together (HillInfer Eq. 1).
 	uint64_t cpu_score_ns = 0, storage_score_ns = 0;
+	uint64_t cpu_runs = 0, storage_runs = 0; // selects that scored CPU pages / storage backend jobs
+	uint64_t cpu_tokens = 0, storage_tokens = 0, storage_bytes = 0; // held now (stats() counts them)
 	double beta() const
 	{
 		return cpu_score_ns && storage_score_ns && scored_storage

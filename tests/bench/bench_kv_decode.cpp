@@ -6,7 +6,11 @@
 // configured internal bandwidth and compute rate; it is an EMULATION, not a SmartSSD).
 // Each sequence of the batch is one KvStore with its own region of the device; a step appends the
 // new token and selects (top-k + sink + recent) on every measured layer, the batch's selects issued
-// together (select_begin for all, then select_end). The full model (32 layers x 32K x batch 8 is
+// together (select_begin for all, then select_end). Keys are random fp16 except on one page in
+// HEAVY (default 16), whose keys lean toward the query's direction: the concentrated importance of
+// real attention (H2O's heavy hitters), so the top-k falls mostly on a few pages that the pool update
+// keeps in memory; HEAVY = 0 gives uniformly random keys, the worst case for page-granular fetch.
+// The query is a fixed direction plus a small per-step change. The full model (32 layers x 32K x batch 8 is
 // 128 GiB of KV) does not fit this machine's time or disk: LAYERS layers are measured and the figures
 // per layer are multiplied by 32 for the model, labelled as such.
 #include "kv/kv_store.hpp"
@@ -64,7 +68,8 @@ struct Result {
 };
 
 Result run(const std::string &device, const std::string &backend, uint32_t context, uint32_t batch, uint32_t layers,
-	   uint32_t steps, const std::vector<uint16_t> &rows)
+	   uint32_t steps, uint32_t heavy, const std::vector<uint16_t> &rows, const std::vector<uint16_t> &heavy_rows,
+	   const std::vector<float> &dir)
 {
 	const uint64_t row = (uint64_t)HEADS * HEAD_DIM * 2, kv_bytes = (uint64_t)context * layers * 2 * row;
 	const uint64_t slab = (64 + 8ull * HEADS * HEAD_DIM + 32 * row + 4095) / 4096 * 4096; // a K slab of 32 tokens
@@ -84,7 +89,8 @@ Result run(const std::string &device, const std::string &backend, uint32_t conte
 	}
 	const uint16_t *r = rows.data();
 	auto append = [&](kv::KvStore &s, uint32_t l, uint32_t pos) {
-		const uint16_t *k = r + (size_t)((pos * 7 + l) % ROWS) * HEADS * HEAD_DIM;
+		const bool hot = heavy && (pos / 32) % heavy == heavy / 2;
+		const uint16_t *k = (hot ? heavy_rows.data() : r) + (size_t)((pos * 7 + l) % ROWS) * HEADS * HEAD_DIM;
 		const uint16_t *v = r + (size_t)((pos * 13 + l + 1) % ROWS) * HEADS * HEAD_DIM;
 		const int e = s.append(l, k, v);
 		if (e < 0)
@@ -101,7 +107,7 @@ Result run(const std::string &device, const std::string &backend, uint32_t conte
 	kv::KvSelection sel;
 	for (uint32_t step = 0; step <= steps; step++) {
 		for (size_t i = 0; i < q.size(); i++)
-			q[i] = (float)(((i + step * 31) * 2654435761u) % 1024) / 512.0f - 1.0f;
+			q[i] = dir[i] + 0.25f * ((float)(((i + step * 31) * 2654435761u) % 1024) / 512.0f - 1.0f);
 		std::vector<kv::KvStats> before;
 		for (auto &s : seqs)
 			before.push_back(s->stats());
@@ -151,7 +157,7 @@ int main(int argc, char **argv)
 {
 	if (argc < 2) {
 		std::fprintf(stderr, "usage: bench_kv_decode DEVICE [contexts (4096,8192,16384,32768)] [batches (1,8)] "
-				     "[measured layers (1)] [steps (3)]\nDEVICE: a block device or file, overwritten; it needs "
+				     "[measured layers (1)] [steps (3)] [heavy page period (16; 0 = uniform keys)]\nDEVICE: a block device or file, overwritten; it needs "
 				     "about 1.4 x 16 KiB x context x batch x layers bytes\n");
 		return 2;
 	}
@@ -159,6 +165,7 @@ int main(int argc, char **argv)
 	const auto contexts = parse_list(argc > 2 ? argv[2] : "4096,8192,16384,32768");
 	const auto batches = parse_list(argc > 3 ? argv[3] : "1,8");
 	const uint32_t layers = argc > 4 ? (uint32_t)std::atoi(argv[4]) : 1, steps = argc > 5 ? (uint32_t)std::atoi(argv[5]) : 3;
+	const uint32_t heavy = argc > 6 ? (uint32_t)std::atoi(argv[6]) : 16;
 	utsname u{};
 	uname(&u);
 	const csd::EmulatedConfig emu;
@@ -168,6 +175,11 @@ int main(int argc, char **argv)
 		    "1/4 of its KV, recent window 5%%, sink 4, top-k budget 10%% of the context.\n", HEADS, HEAD_DIM);
 	std::printf("MEASURED on %u layer(s), %u decode steps after one warm-up step (median); \"x32\" columns are the "
 		    "per-layer figures times 32 (the model's layers), an EXTRAPOLATION, not a measurement.\n", layers, steps);
+	if (heavy)
+		std::printf("Keys: random, except one page in %u whose keys lean toward the query (concentrated importance).\n",
+			    heavy);
+	else
+		std::printf("Keys: uniformly random (importance spread over every page: the worst case for fetching).\n");
 	std::printf("`emulated` is an EMULATION of a SmartSSD: the kernel runs on a host thread reading the device node, "
 		    "paced to %.1f GB/s internal bandwidth (HillInfer Sec. 4.2) and %.1f G MAC/s (assumed: 32 lanes x 300 "
 		    "MHz); it cannot be faster than this host.\n\n", emu.internal_bandwidth / 1e9, emu.compute_rate / 1e9);
@@ -175,12 +187,19 @@ int main(int argc, char **argv)
 		    "step ms x32", "bus MB/layer", "bus MB x32", "in-dev MB/l", "spilled");
 	for (uint32_t c : contexts)
 		for (uint32_t b : batches) {
-			std::vector<uint16_t> rows((size_t)ROWS * HEADS * HEAD_DIM);
+			std::vector<uint16_t> rows((size_t)ROWS * HEADS * HEAD_DIM), heavy_rows(rows.size());
+			std::vector<float> dir(HEADS * HEAD_DIM);
 			uint64_t x = 88172645463325252ull ^ c;
-			for (auto &h : rows)
-				x ^= x << 13, x ^= x >> 7, x ^= x << 17, h = (uint16_t)((x & 0x83ff) | 0x3000); // fp16 in (-1, 1)
+			for (size_t i = 0; i < dir.size(); i++)
+				dir[i] = ((i * 2654435761u) >> 7) & 1 ? 1.0f : -1.0f;
+			for (size_t i = 0; i < rows.size(); i++) {
+				x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+				rows[i] = (uint16_t)((x & 0x83ff) | 0x3000); // fp16 in (-1, 1)
+				// A key leaning toward dir: |k| in [0.5, 1) with the sign of dir (fp16 sign is bit 15).
+				heavy_rows[i] = (uint16_t)((x & 0x03ff) | 0x3800 | (dir[i % dir.size()] < 0 ? 0x8000 : 0));
+			}
 			for (const char *be : {"none", "emulated"}) {
-				const Result r = run(device, be, c, b, layers, steps, rows);
+				const Result r = run(device, be, c, b, layers, steps, heavy, rows, heavy_rows, dir);
 				std::printf("%7u %5u %-9s %12.1f %12.0f %14.1f %14.0f %12.1f %8.0f%%\n", c, b, be, 1e3 * r.step_s / layers,
 					    1e3 * r.step_s / layers * MODEL_LAYERS, r.bus_bytes / 1e6 / layers,
 					    r.bus_bytes / 1e6 / layers * MODEL_LAYERS, r.device_bytes / 1e6 / layers,
