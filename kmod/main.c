@@ -236,6 +236,7 @@ static int __init llc_init(void)
 dev:
 	llc_dev_exit();
 sysfs:
+	llc_kv_exit();
 	llc_sysfs_exit();
 pin:
 	llc_pin_exit();
