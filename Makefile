@@ -6,7 +6,7 @@ RESULTS ?= results
 JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 
-.PHONY: all deps demo check bench install clean kmod vm-check
+.PHONY: all deps demo check bench install clean kmod vm-check vm-bench
 
 all: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -34,6 +34,10 @@ kmod:
 # The kernel module's kselftest suite inside a VM on each packaged kernel (tests/vm/run.sh).
 vm-check: all kmod
 	@LLMCACHE_BIN=$(abspath $(BUILD))/bin LLMCACHE_SRC=$(CURDIR) tests/integration/test_kmod_vm.sh
+
+# llmcache.ko against the stock page cache on the decoder workload, in a VM per packaged kernel.
+vm-bench: all kmod
+	@scripts/vm-bench.sh $(BUILD) $(RESULTS)
 
 install: all
 	@cmake --install $(BUILD) --prefix $(PREFIX)

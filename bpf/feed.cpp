@@ -187,7 +187,9 @@ Feed::Feed(const FeedOptions &o) : impl_(std::make_unique<Impl>())
 	{
 		std::string_view sec = bpf_program__section_name(prog);
 		bool on = true;
-		if (sec.starts_with("tp_btf/mm_filemap_"))
+		if (sec == "tp_btf/mm_filemap_add_to_page_cache" || sec == "tp_btf/mm_filemap_delete_from_page_cache")
+			on = tracepoint_exists("filemap", std::string(sec.substr(sizeof("tp_btf/") - 1)));
+		else if (sec.starts_with("tp_btf/mm_filemap_"))
 			on = filemap_;
 		else if (sec == "tp/exceptions/page_fault_user")
 			on = !filemap_ && faults_;

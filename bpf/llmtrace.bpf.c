@@ -363,7 +363,11 @@ static __always_inline __u64 folio_pages(struct folio *f)
 	int head = bpf_core_enum_value(enum pageflags, PG_head);
 	__u64 flags = 0, order;
 
-	bpf_probe_read_kernel(&flags, sizeof(flags), (void *)f + bpf_core_field_offset(struct folio, flags));
+	/*
+	 * The page flags are a folio's first word on every kernel, but their type changed (unsigned long,
+	 * then memdesc_flags_t in 6.18), which no single CO-RE field relocation matches.
+	 */
+	bpf_probe_read_kernel(&flags, sizeof(flags), f);
 	if (!(flags & (1ULL << head)))
 		return 1;
 	if (bpf_core_field_exists(struct folio___order_field, _folio_order))

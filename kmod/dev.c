@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
- * /dev/llmcache: root-only misc device. Its ioctls register and unregister files by descriptor and read
- * the statistics (ABI in include/uapi/llmcache.h).
+ * /dev/llmcache: root-only misc device. Its ioctls register and unregister files by descriptor, set and
+ * get per-file options, read the statistics and the per-loop sizing table, and switch the automatic
+ * mode (ABI in include/uapi/llmcache.h).
  */
 #include <linux/capability.h>
 #include <linux/file.h>
@@ -81,6 +82,53 @@ static long llc_ioc_file_stats(void __user *arg)
 	return copy_to_user(arg, &st, sizeof(st)) ? -EFAULT : 0;
 }
 
+/*
+ * Per-file options: stored here, honoured by the hooks and the pin worker. A change kicks the worker so
+ * that pins follow it.
+ */
+static long llc_ioc_file_opts(unsigned int cmd, void __user *arg)
+{
+	struct llmcache_ioc_file_opts req;
+	struct llc_file *f;
+	struct file *file;
+	unsigned long flags;
+	long err = 0;
+
+	if (copy_from_user(&req, arg, sizeof(req)))
+		return -EFAULT;
+	if (cmd == LLMCACHE_IOC_SET_FILE_OPTS && (req.flags & ~LLMCACHE_FILE_FLAGS_ALL))
+		return -EINVAL;
+	file = fget(req.fd);
+	if (!file)
+		return -EBADF;
+	if (!S_ISREG(file_inode(file)->i_mode)) {
+		fput(file);
+		return -EINVAL;
+	}
+	mutex_lock(&llc_reg_mutex);
+	f = llc_file_by_mapping(file->f_mapping);
+	if (f) {
+		spin_lock_irqsave(&llc.lock, flags);
+		if (cmd == LLMCACHE_IOC_SET_FILE_OPTS) {
+			WRITE_ONCE(f->flags, req.flags);
+			f->pin_limit = req.pin_limit;
+		} else {
+			req.flags = f->flags;
+			req.pin_limit = f->pin_limit;
+		}
+		spin_unlock_irqrestore(&llc.lock, flags);
+	}
+	mutex_unlock(&llc_reg_mutex);
+	fput(file);
+	if (!f)
+		return -ENOENT;
+	if (cmd == LLMCACHE_IOC_SET_FILE_OPTS)
+		llc_pin_kick();
+	else if (copy_to_user(arg, &req, sizeof(req)))
+		err = -EFAULT;
+	return err;
+}
+
 static long llc_ioc_stats(void __user *arg)
 {
 	struct llmcache_ioc_stats st = {};
@@ -108,6 +156,13 @@ static long llc_dev_ioctl(struct file *file, unsigned int cmd, unsigned long arg
 		return llc_ioc_file_stats(uarg);
 	case LLMCACHE_IOC_STATS:
 		return llc_ioc_stats(uarg);
+	case LLMCACHE_IOC_SET_FILE_OPTS:
+	case LLMCACHE_IOC_GET_FILE_OPTS:
+		return llc_ioc_file_opts(cmd, uarg);
+	case LLMCACHE_IOC_SET_AUTO:
+		return llc_auto_ioctl(uarg);
+	case LLMCACHE_IOC_LOOPS:
+		return llc_loops_ioctl(uarg);
 	case LLMCACHE_IOC_KV_STATS:
 		return llc_kv_push(uarg);
 	default:

@@ -33,6 +33,10 @@ struct llc_file {
 	u64 pinned;                     /* pins held, under llc.lock */
 	struct xarray pins;             /* page index -> the folio whose reference the module holds */
 	bool planned;                   /* the pin plan covers this file: new pages kick the worker */
+	u32 flags;                      /* LLMCACHE_FILE_*, written under llc.lock */
+	u64 pin_limit;                  /* bytes this file may pin, 0: no limit; under llc.lock */
+	struct kobject *loops_kobj;     /* files/<id>/loops */
+	struct list_head loops;         /* its struct llc_loop_obj, under llc_reg_mutex */
 };
 
 struct llc_state {
@@ -70,6 +74,17 @@ void llc_pin_kick(void);
 void llc_pin_release(void);
 void llc_unpin_all(struct llc_file *f);
 void llc_pin_removed(struct llc_file *f, struct folio *folio);
+
+/* Per-loop sizing (loops.c) and automatic registration (auto.c). */
+void llc_bw_sample(u64 blocks, u64 now_ns);
+long llc_loops_ioctl(void __user *arg);
+void llc_loops_kick(void);
+void llc_loops_file_del(struct llc_file *f);
+void llc_loops_exit(void);
+extern const struct attribute_group llc_sizing_group;
+long llc_auto_ioctl(void __user *arg);
+void llc_auto_exit(void);
+extern const struct attribute_group llc_auto_group;
 
 int llc_hooks_init(const char *want);
 void llc_hooks_exit(void);

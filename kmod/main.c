@@ -106,6 +106,7 @@ void llc_feed_cache(struct folio *folio, bool added)
 		if (added) {
 			f->added += blocks;
 			llc.stats[LLMCACHE_STAT_MISSES] += blocks;
+			llc_bw_sample(blocks, ktime_get_ns());
 			kick = READ_ONCE(f->planned);
 		} else {
 			f->removed += blocks;
@@ -177,6 +178,7 @@ void llc_unregister(struct llc_file *f)
 	llc.nr_files--;
 	llc_update_active();
 	llc_unpin_all(f);
+	llc_loops_file_del(f);
 	kobject_put(&f->kobj); /* release: fput, then kfree after an RCU grace period */
 }
 
@@ -235,6 +237,7 @@ static int __init llc_init(void)
 	return 0;
 dev:
 	llc_dev_exit();
+	llc_auto_exit();
 sysfs:
 	llc_kv_exit();
 	llc_sysfs_exit();
@@ -251,6 +254,7 @@ static void __exit llc_exit(void)
 
 	llc_hooks_exit();
 	llc_dev_exit();
+	llc_auto_exit(); /* registers no more files */
 	mutex_lock(&llc_reg_mutex);
 	list_for_each_entry_safe(f, tmp, &llc_files_list, list)
 		llc_unregister(f);

@@ -55,7 +55,7 @@ static struct kobj_attribute name##_attr = __ATTR_RW(name)
 LLC_U64_ATTR(pin_budget, 0, llc_pin_kick());
 LLC_U64_ATTR(hot_reserve, 0, (void)0);
 LLC_U64_ATTR(bw, 0, (void)0);
-LLC_U64_ATTR(t_ns, 1, (void)0);
+LLC_U64_ATTR(t_ns, 0, (void)0);
 
 static ssize_t hook_mode_show(struct kobject *k, struct kobj_attribute *a, char *buf)
 {
@@ -163,12 +163,19 @@ LLC_FILE_ATTR(hot_blocks, class_blocks[LLMCACHE_CLASS_HOT]);
 LLC_FILE_ATTR(added, added);
 LLC_FILE_ATTR(removed, removed);
 LLC_FILE_ATTR(pinned, pinned);
+LLC_FILE_ATTR(pin_limit, pin_limit);
 static struct kobj_attribute file_path_attr = __ATTR_RO(path);
+
+static ssize_t flags_show(struct kobject *k, struct kobj_attribute *a, char *buf)
+{
+	return sysfs_emit(buf, "%u\n", READ_ONCE(to_file(k)->flags));
+}
+static struct kobj_attribute file_flags_attr = __ATTR_RO(flags);
 
 static struct attribute *llc_file_attrs[] = {
 	&file_path_attr.attr, &file_accesses_attr.attr, &file_seq_blocks_attr.attr,
 	&file_loop_blocks_attr.attr, &file_hot_blocks_attr.attr, &file_added_attr.attr,
-	&file_removed_attr.attr, &file_pinned_attr.attr, NULL,
+	&file_removed_attr.attr, &file_pinned_attr.attr, &file_flags_attr.attr, &file_pin_limit_attr.attr, NULL,
 };
 ATTRIBUTE_GROUPS(llc_file);
 
@@ -186,12 +193,21 @@ const struct kobj_type llc_file_ktype = {
 	.default_groups = llc_file_groups,
 };
 
+/* files/<id>/ and its loops/ directory, which loops.c fills. */
 int llc_sysfs_file_add(struct llc_file *f)
 {
-	int err = kobject_init_and_add(&f->kobj, &llc_file_ktype, llc_files_kobj, "%llu", f->id);
+	int err;
 
+	INIT_LIST_HEAD(&f->loops);
+	err = kobject_init_and_add(&f->kobj, &llc_file_ktype, llc_files_kobj, "%llu", f->id);
+	if (!err) {
+		f->loops_kobj = kobject_create_and_add("loops", &f->kobj);
+		err = f->loops_kobj ? 0 : -ENOMEM;
+	}
 	if (err)
 		kobject_put(&f->kobj);
+	else
+		llc_loops_kick();
 	return err;
 }
 
@@ -207,6 +223,10 @@ int llc_sysfs_init(void)
 	err = sysfs_create_group(llc_kobj, &llc_group);
 	if (!err)
 		err = sysfs_create_group(llc_kobj, &llc_stats_group);
+	if (!err)
+		err = sysfs_create_group(llc_kobj, &llc_sizing_group);
+	if (!err)
+		err = sysfs_create_group(llc_kobj, &llc_auto_group);
 	if (!err) {
 		llc_files_kobj = kobject_create_and_add("files", llc_kobj);
 		if (!llc_files_kobj)
@@ -219,6 +239,7 @@ int llc_sysfs_init(void)
 
 void llc_sysfs_exit(void)
 {
+	llc_loops_exit();
 	kobject_put(llc_files_kobj);
 	kobject_put(llc_kobj);
 }

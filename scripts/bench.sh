@@ -28,4 +28,12 @@ for app in ai-notes ai-translate text-embedder text-classification; do
 done
 
 echo
+echo "=== llmtrace: recorder overhead against untraced and strace -f ==="
+if [ "$(id -u)" -eq 0 ] && [ -x "$bin/llmtrace" ]; then
+	"$(dirname "$0")/bench-bpf.sh" "$bin" "$out"
+else
+	echo "skipped: needs root and llmtrace (built where the kernel has BTF)"
+fi
+
+echo
 "$(dirname "$0")/bench-kv.sh" "$tests" "$out"

@@ -130,10 +130,84 @@ struct llmcache_ioc_stats {
 	__u32 enabled;
 };
 
+/*
+ * Per-file options (LLMCACHE_IOC_SET_FILE_OPTS / LLMCACHE_IOC_GET_FILE_OPTS). flags: LLMCACHE_FILE_*;
+ * an unknown bit is refused with EINVAL. pin_limit: bytes of this file the module may pin, 0: no
+ * per-file limit (pin_budget still applies). NO_PIN: never pin the file's blocks; NO_DROP: never
+ * invalidate its SEQ blocks; NO_PROTECT: never protect its HOT blocks.
+ */
+#define LLMCACHE_FILE_NO_PIN (1u << 0)
+#define LLMCACHE_FILE_NO_DROP (1u << 1)
+#define LLMCACHE_FILE_NO_PROTECT (1u << 2)
+#define LLMCACHE_FILE_FLAGS_ALL (LLMCACHE_FILE_NO_PIN | LLMCACHE_FILE_NO_DROP | LLMCACHE_FILE_NO_PROTECT)
+
+struct llmcache_ioc_file_opts {
+	__s32 fd;        /* a descriptor of a registered file */
+	__u32 flags;     /* LLMCACHE_FILE_* */
+	__u64 pin_limit; /* bytes, 0: no per-file limit */
+};
+
+/*
+ * Automatic mode (LLMCACHE_IOC_SET_AUTO): every second the module registers the regular files that the
+ * target process (or every process of the target cgroup v2) has open or mapped and that are at least
+ * min_size bytes, on storage-backed filesystems. LLMCACHE_AUTO_OFF stops it; so does the target
+ * process's exit or the cgroup's removal. Files stay registered when it stops.
+ */
+enum llmcache_auto_mode {
+	LLMCACHE_AUTO_OFF = 0,
+	LLMCACHE_AUTO_PID = 1,    /* target: a process id (thread group) */
+	LLMCACHE_AUTO_CGROUP = 2, /* target: a descriptor of a cgroup v2 directory */
+};
+
+struct llmcache_ioc_auto {
+	__u32 mode;     /* enum llmcache_auto_mode */
+	__s32 target;   /* pid or cgroup directory fd; ignored when off */
+	__u64 min_size; /* bytes, at least LLMCACHE_BLOCK_SIZE; ignored when off */
+	__u32 flags;    /* must be 0 */
+	__u32 pad;      /* must be 0 */
+};
+
+/*
+ * Per-loop sizing (LLMCACHE_IOC_LOOPS): a snapshot of every live LOOP sequence, taken at one instant,
+ * with the sizing rule applied: s_min = max(0, blocks - BW*T), deficit = max(0, s_min - pinned),
+ * stall_ns = the predicted stall per iteration with the pinned blocks cached (~0: BW unknown).
+ */
+struct llmcache_loop {
+	__u64 file_id;     /* registration id: /sys/kernel/llmcache/files/<file_id> */
+	__u64 seq;         /* the policy core's sequence id: files/<file_id>/loops/<seq> */
+	__u64 first_block; /* first 4 KiB block of the loop */
+	__u64 blocks;      /* N: blocks per iteration */
+	__u64 period_ns;   /* wall time between the last two iteration starts */
+	__u64 iterations;  /* iteration starts seen */
+	__u64 s_min;       /* blocks that must be cached for no stall */
+	__u64 pinned;      /* blocks of the loop pinned now */
+	__u64 deficit;     /* max(0, s_min - pinned) */
+	__u64 stall_ns;    /* predicted stall per iteration; ~0ULL when BW is unknown */
+};
+
+#define LLMCACHE_LOOPS_BW_MEASURED (1u << 0) /* bw came from the measured miss rate */
+#define LLMCACHE_LOOPS_T_MEASURED (1u << 1)  /* t_ns came from the shortest loop period */
+
+struct llmcache_ioc_loops {
+	__u64 loops;         /* in: user pointer to max struct llmcache_loop */
+	__u32 max;           /* in: room at loops (0: only count) */
+	__u32 count;         /* out: entries written */
+	__u32 total;         /* out: live loops (more than count when max was too small) */
+	__u32 flags;         /* in: must be 0; out: LLMCACHE_LOOPS_* */
+	__u64 bw;            /* out: bytes per second the rule used (0: unknown) */
+	__u64 t_ns;          /* out: T the rule used */
+	__u64 bw_measured;   /* out: bytes per second misses were served at, 0: not measured yet */
+	__u64 t_measured_ns; /* out: the shortest loop period, 0: no loop yet */
+};
+
 #define LLMCACHE_IOC_REGISTER _IOWR(LLMCACHE_IOC_MAGIC, 1, struct llmcache_ioc_file)
 #define LLMCACHE_IOC_UNREGISTER _IOW(LLMCACHE_IOC_MAGIC, 2, struct llmcache_ioc_file)
 #define LLMCACHE_IOC_STATS _IOR(LLMCACHE_IOC_MAGIC, 3, struct llmcache_ioc_stats)
 #define LLMCACHE_IOC_FILE_STATS _IOWR(LLMCACHE_IOC_MAGIC, 4, struct llmcache_ioc_file_stats)
+#define LLMCACHE_IOC_SET_FILE_OPTS _IOW(LLMCACHE_IOC_MAGIC, 5, struct llmcache_ioc_file_opts)
+#define LLMCACHE_IOC_GET_FILE_OPTS _IOWR(LLMCACHE_IOC_MAGIC, 6, struct llmcache_ioc_file_opts)
+#define LLMCACHE_IOC_SET_AUTO _IOW(LLMCACHE_IOC_MAGIC, 7, struct llmcache_ioc_auto)
+#define LLMCACHE_IOC_LOOPS _IOWR(LLMCACHE_IOC_MAGIC, 8, struct llmcache_ioc_loops)
 
 /*
  * LLMCACHE_IOC_KV_STATS: llmcached pushes the KV service's statistics (summed over its sessions; the

@@ -14,12 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include "kselftest_harness.h"
 #include "../../include/uapi/llmcache.h"
@@ -277,7 +279,7 @@ TEST_F(llmcache, sysfs_tunables)
 	static const char *const garbage[] = { "abc", "\n", "-1", "12x", "0x", "18446744073709551616", "1 2" };
 	static const struct { const char *name, *good, *bad; } cases[] = {
 		{ "enable", "0", "2" }, { "pin_budget", "1048576", NULL }, { "hot_reserve", "65536", NULL },
-		{ "bw", "100000000", NULL }, { "t_ns", "50000000", "0" },
+		{ "bw", "100000000", NULL }, { "t_ns", "50000000", NULL },
 	};
 	char before[64], after[64];
 	size_t i, g;
@@ -746,6 +748,491 @@ TEST_F_TIMEOUT(llmcache, decoder_classes, 600)
 	EXPECT_LT(0, sysfs_num("stats/loop_iterations"));
 	EXPECT_LT(0, sysfs_num("stats/loop_seqs"));
 	EXPECT_EQ(0, sysfs_num("stats/events_dropped"));
+	for (i = 0; i < 3; i++)
+		close(fd[i]);
+}
+
+/* ---- control: per-file options, automatic mode, per-loop sizing ---------------------------------- */
+
+static int file_opts(int dev, unsigned long cmd, int fd, __u32 flags, __u64 pin_limit,
+		     struct llmcache_ioc_file_opts *out)
+{
+	struct llmcache_ioc_file_opts req = { .fd = fd, .flags = flags, .pin_limit = pin_limit };
+
+	if (ioctl(dev, cmd, &req))
+		return -errno;
+	if (out)
+		*out = req;
+	return 0;
+}
+
+static int set_auto(int dev, __u32 mode, __s32 target, __u64 min_size)
+{
+	struct llmcache_ioc_auto req = { .mode = mode, .target = target, .min_size = min_size };
+
+	return ioctl(dev, LLMCACHE_IOC_SET_AUTO, &req) ? -errno : 0;
+}
+
+/* The loops table: up to max entries into loops; -errno on failure. */
+static int get_loops(int dev, struct llmcache_ioc_loops *req, struct llmcache_loop *loops, __u32 max)
+{
+	memset(req, 0, sizeof(*req));
+	req->loops = (__u64)(unsigned long)loops;
+	req->max = max;
+	return ioctl(dev, LLMCACHE_IOC_LOOPS, req) ? -errno : 0;
+}
+
+/* Wait up to seconds for sysfs file name to read want (a string); returns whether it did. */
+static int wait_sysfs(const char *name, const char *want, int seconds)
+{
+	char buf[256];
+	int i;
+
+	for (i = 0; i < seconds * 20; i++) {
+		if (!sysfs_read(name, buf, sizeof(buf)) && !strcmp(buf, want))
+			return 1;
+		usleep(50000);
+	}
+	return 0;
+}
+
+/* Is the file at path registered? 1 yes, 0 no, -errno when it cannot be asked. */
+static int is_registered(int dev, const char *path)
+{
+	struct llmcache_ioc_file_stats st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), err;
+
+	if (fd < 0)
+		return -errno;
+	err = file_stats(dev, fd, &st);
+	close(fd);
+	return err == 0 ? 1 : err == -ENOENT ? 0 : err;
+}
+
+TEST_F(llmcache, control_sysfs_files)
+{
+	static const char *const ro[] = { "sizing/bw_measured", "sizing/t_measured_ns", "auto/mode", "auto/target",
+					  "auto/min_size", "auto/registered", "auto/scans" };
+	char path[256], buf[64];
+	struct stat st;
+	size_t i;
+
+	for (i = 0; i < sizeof(ro) / sizeof(*ro); i++) {
+		snprintf(path, sizeof(path), SYSFS "/%s", ro[i]);
+		ASSERT_EQ(0, stat(path, &st)) TH_LOG("%s", path);
+		EXPECT_EQ(0444, st.st_mode & 07777) TH_LOG("%s", path);
+		ASSERT_EQ(0, sysfs_read(ro[i], buf, sizeof(buf)));
+		if (strcmp(ro[i], "auto/mode"))
+			EXPECT_EQ(0, sysfs_num(ro[i])) TH_LOG("%s", path);
+		EXPECT_EQ(-EACCES, sysfs_write(ro[i], "1")) TH_LOG("%s", path);
+	}
+	ASSERT_EQ(0, sysfs_read("auto/mode", buf, sizeof(buf)));
+	EXPECT_STREQ("off", buf);
+	/* t_ns 0: T is measured from the loop period. */
+	ASSERT_EQ(0, sysfs_write("t_ns", "0"));
+	EXPECT_EQ(0, sysfs_num("t_ns"));
+}
+
+TEST_F(llmcache, file_opts)
+{
+	struct llmcache_ioc_file_opts o = { 0 };
+	char path[256], other[256], sys[64];
+	int fd = scratch_file("opts", 4, path, sizeof(path)), fd2 = scratch_file("opts2", 1, other, sizeof(other));
+	int pipefd[2];
+	struct stat st;
+	__u64 id = 0;
+
+	ASSERT_LE(0, fd);
+	ASSERT_LE(0, fd2);
+	ASSERT_EQ(0, pipe(pipefd));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, &id));
+	ASSERT_EQ(0, file_opts(self->dev, LLMCACHE_IOC_GET_FILE_OPTS, fd, 0, 0, &o));
+	EXPECT_EQ(0, o.flags);
+	EXPECT_EQ(0, o.pin_limit);
+	ASSERT_EQ(0, file_opts(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, fd,
+			       LLMCACHE_FILE_NO_PIN | LLMCACHE_FILE_NO_PROTECT, 1 << 20, NULL));
+	ASSERT_EQ(0, file_opts(self->dev, LLMCACHE_IOC_GET_FILE_OPTS, fd, 0, 0, &o));
+	EXPECT_EQ(LLMCACHE_FILE_NO_PIN | LLMCACHE_FILE_NO_PROTECT, o.flags);
+	EXPECT_EQ(1 << 20, o.pin_limit);
+	snprintf(sys, sizeof(sys), "files/%llu/flags", (unsigned long long)id);
+	EXPECT_EQ(LLMCACHE_FILE_NO_PIN | LLMCACHE_FILE_NO_PROTECT, sysfs_num(sys));
+	snprintf(path, sizeof(path), SYSFS "/%s", sys);
+	ASSERT_EQ(0, stat(path, &st));
+	EXPECT_EQ(0444, st.st_mode & 07777);
+	EXPECT_EQ(-EACCES, sysfs_write(sys, "0"));
+	snprintf(sys, sizeof(sys), "files/%llu/pin_limit", (unsigned long long)id);
+	EXPECT_EQ(1 << 20, sysfs_num(sys));
+	/* Unknown flags are refused and change nothing. */
+	EXPECT_EQ(-EINVAL, file_opts(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, fd, 1u << 3, 0, NULL));
+	EXPECT_EQ(-EINVAL, file_opts(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, fd, 0x80000000u | LLMCACHE_FILE_NO_PIN, 0, NULL));
+	ASSERT_EQ(0, file_opts(self->dev, LLMCACHE_IOC_GET_FILE_OPTS, fd, 0, 0, &o));
+	EXPECT_EQ(LLMCACHE_FILE_NO_PIN | LLMCACHE_FILE_NO_PROTECT, o.flags);
+	EXPECT_EQ(1 << 20, o.pin_limit);
+	ASSERT_EQ(0, file_opts(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, fd, LLMCACHE_FILE_FLAGS_ALL, 0, NULL));
+	snprintf(sys, sizeof(sys), "files/%llu/flags", (unsigned long long)id);
+	EXPECT_EQ(LLMCACHE_FILE_FLAGS_ALL, sysfs_num(sys));
+	/* Bad descriptors, files that are not regular, files not registered, bad pointers. */
+	EXPECT_EQ(-EBADF, file_opts(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, -1, 0, 0, NULL));
+	EXPECT_EQ(-EBADF, file_opts(self->dev, LLMCACHE_IOC_GET_FILE_OPTS, 100000, 0, 0, NULL));
+	EXPECT_EQ(-EINVAL, file_opts(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, pipefd[0], 0, 0, NULL));
+	EXPECT_EQ(-EINVAL, file_opts(self->dev, LLMCACHE_IOC_GET_FILE_OPTS, self->dev, 0, 0, NULL));
+	EXPECT_EQ(-ENOENT, file_opts(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, fd2, 0, 0, NULL));
+	EXPECT_EQ(-ENOENT, file_opts(self->dev, LLMCACHE_IOC_GET_FILE_OPTS, fd2, 0, 0, NULL));
+	EXPECT_EQ(-EFAULT, ioctl(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, NULL) ? -errno : 0);
+	EXPECT_EQ(-EFAULT, ioctl(self->dev, LLMCACHE_IOC_GET_FILE_OPTS, NULL) ? -errno : 0);
+	/* Options go with the registration. */
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_UNREGISTER, fd, NULL));
+	EXPECT_EQ(-ENOENT, file_opts(self->dev, LLMCACHE_IOC_GET_FILE_OPTS, fd, 0, 0, NULL));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
+	ASSERT_EQ(0, file_opts(self->dev, LLMCACHE_IOC_GET_FILE_OPTS, fd, 0, 0, &o));
+	EXPECT_EQ(0, o.flags);
+	close(pipefd[0]);
+	close(pipefd[1]);
+	close(fd);
+	close(fd2);
+}
+
+TEST_F(llmcache, auto_errors)
+{
+	struct llmcache_ioc_auto req = { .mode = LLMCACHE_AUTO_PID, .target = getpid(), .min_size = 4096 };
+	char path[256];
+	int fd = scratch_file("notcg", 1, path, sizeof(path)), status;
+	pid_t gone = fork();
+
+	ASSERT_LE(0, fd);
+	ASSERT_LE(0, gone);
+	if (gone == 0)
+		_exit(0);
+	ASSERT_EQ(gone, waitpid(gone, &status, 0));
+	req.flags = 1;
+	EXPECT_EQ(-EINVAL, ioctl(self->dev, LLMCACHE_IOC_SET_AUTO, &req) ? -errno : 0);
+	req.flags = 0;
+	req.pad = 1;
+	EXPECT_EQ(-EINVAL, ioctl(self->dev, LLMCACHE_IOC_SET_AUTO, &req) ? -errno : 0);
+	EXPECT_EQ(-EINVAL, set_auto(self->dev, 3, getpid(), 4096));
+	EXPECT_EQ(-EINVAL, set_auto(self->dev, LLMCACHE_AUTO_PID, getpid(), 0));
+	EXPECT_EQ(-EINVAL, set_auto(self->dev, LLMCACHE_AUTO_PID, getpid(), 4095));
+	EXPECT_EQ(-EINVAL, set_auto(self->dev, LLMCACHE_AUTO_PID, 0, 1 << 20));
+	EXPECT_EQ(-EINVAL, set_auto(self->dev, LLMCACHE_AUTO_PID, -1, 1 << 20));
+	EXPECT_EQ(-ESRCH, set_auto(self->dev, LLMCACHE_AUTO_PID, gone, 1 << 20));
+	EXPECT_EQ(-ESRCH, set_auto(self->dev, LLMCACHE_AUTO_PID, 2, 1 << 20)) TH_LOG("kthreadd is a kernel thread");
+	EXPECT_EQ(-EBADF, set_auto(self->dev, LLMCACHE_AUTO_CGROUP, -1, 1 << 20));
+	EXPECT_EQ(-EBADF, set_auto(self->dev, LLMCACHE_AUTO_CGROUP, fd, 1 << 20)) TH_LOG("a file is not a cgroup");
+	EXPECT_EQ(-EFAULT, ioctl(self->dev, LLMCACHE_IOC_SET_AUTO, NULL) ? -errno : 0);
+	EXPECT_TRUE(wait_sysfs("auto/mode", "off", 1));
+	/* Off needs nothing else; a valid pid switches it on. */
+	EXPECT_EQ(0, set_auto(self->dev, LLMCACHE_AUTO_OFF, -5, 0));
+	ASSERT_EQ(0, set_auto(self->dev, LLMCACHE_AUTO_PID, getpid(), 1ull << 40));
+	EXPECT_TRUE(wait_sysfs("auto/mode", "pid", 1));
+	EXPECT_EQ(getpid(), sysfs_num("auto/target"));
+	EXPECT_EQ(1ull << 40, sysfs_num("auto/min_size"));
+	ASSERT_EQ(0, set_auto(self->dev, LLMCACHE_AUTO_OFF, 0, 0));
+	EXPECT_TRUE(wait_sysfs("auto/mode", "off", 1));
+	close(fd);
+	unlink(path);
+}
+
+/*
+ * A process with a large open file, a small open file and a large mapped file (descriptor closed):
+ * automatic mode registers the two large ones, then stops when the process exits; the files stay.
+ */
+TEST_F_TIMEOUT(llmcache, auto_pid, 120)
+{
+	char big[256], small[256], mapped[256], cmd[1024];
+	int fd, go[2], status, i;
+	pid_t pid;
+
+	fd = scratch_file("auto-big", 512, big, sizeof(big));
+	ASSERT_LE(0, fd);
+	close(fd);
+	fd = scratch_file("auto-small", 16, small, sizeof(small));
+	ASSERT_LE(0, fd);
+	close(fd);
+	fd = scratch_file("auto-mapped", 512, mapped, sizeof(mapped));
+	ASSERT_LE(0, fd);
+	close(fd);
+	ASSERT_EQ(0, pipe(go));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int a = open(big, O_RDONLY), b = open(small, O_RDONLY), c = open(mapped, O_RDONLY);
+		void *p = c >= 0 ? mmap(NULL, 512 * 4096, PROT_READ, MAP_SHARED, c, 0) : MAP_FAILED;
+		char x;
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(go[1]);
+		if (a < 0 || b < 0 || p == MAP_FAILED)
+			_exit(2);
+		close(c);
+		read(go[0], &x, 1);
+		_exit(0);
+	}
+	close(go[0]);
+	ASSERT_EQ(0, set_auto(self->dev, LLMCACHE_AUTO_PID, pid, 1 << 20));
+	/* Its libraries may qualify too (libc is about 2 MiB): look for these files. */
+	for (i = 0; i < 300 && !(is_registered(self->dev, big) == 1 && is_registered(self->dev, mapped) == 1); i++)
+		usleep(50000);
+	EXPECT_EQ(1, is_registered(self->dev, big));
+	EXPECT_EQ(1, is_registered(self->dev, mapped));
+	EXPECT_EQ(0, is_registered(self->dev, small));
+	EXPECT_STREQ("pid", (sysfs_read("auto/mode", cmd, sizeof(cmd)), cmd));
+	EXPECT_EQ(pid, sysfs_num("auto/target"));
+	EXPECT_LE(1, sysfs_num("auto/scans"));
+	EXPECT_LE(2, sysfs_num("auto/registered"));
+	EXPECT_EQ(sysfs_num("auto/registered"), sysfs_num("registered"));
+	/* The process exits: the mode stops, the files stay registered. */
+	close(go[1]);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	EXPECT_TRUE(wait_sysfs("auto/mode", "off", 5));
+	EXPECT_EQ(1, is_registered(self->dev, big));
+	unlink(big);
+	unlink(small);
+	unlink(mapped);
+}
+
+/* A cgroup v2 target: every process in it; the mode stops when the cgroup is removed. */
+TEST_F_TIMEOUT(llmcache, auto_cgroup, 120)
+{
+	const char *root = "/run/llmcache-cgroup2", *cg = "/run/llmcache-cgroup2/llmcache-test";
+	char big[256], procs[256], x;
+	int fd, cgfd, go[2], status, i;
+	pid_t pid;
+
+	mkdir(root, 0755);
+	if (mount("none", root, "cgroup2", 0, NULL) && errno != EBUSY)
+		SKIP(return, "cannot mount cgroup2 at %s: %s", root, strerror(errno));
+	ASSERT_EQ(0, mkdir(cg, 0755) && errno != EEXIST ? -errno : 0);
+	fd = scratch_file("auto-cg", 300, big, sizeof(big));
+	ASSERT_LE(0, fd);
+	close(fd);
+	ASSERT_EQ(0, pipe(go));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int a;
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(go[1]);
+		snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg);
+		a = open(procs, O_WRONLY);
+		if (a < 0 || write(a, "0", 1) != 1)
+			_exit(2);
+		close(a);
+		a = open(big, O_RDONLY);
+		read(go[0], &x, 1);
+		_exit(a < 0);
+	}
+	close(go[0]);
+	cgfd = open(cg, O_RDONLY | O_DIRECTORY);
+	ASSERT_LE(0, cgfd);
+	ASSERT_EQ(0, set_auto(self->dev, LLMCACHE_AUTO_CGROUP, cgfd, 1 << 20));
+	EXPECT_STREQ("cgroup", (sysfs_read("auto/mode", procs, sizeof(procs)), procs));
+	for (i = 0; i < 300 && is_registered(self->dev, big) != 1; i++)
+		usleep(50000);
+	EXPECT_EQ(1, is_registered(self->dev, big));
+	EXPECT_LE(1, sysfs_num("auto/registered"));
+	close(go[1]);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	/* The cgroup is still there (empty): the mode runs on until it goes. */
+	usleep(1500000);
+	EXPECT_STREQ("cgroup", (sysfs_read("auto/mode", procs, sizeof(procs)), procs));
+	close(cgfd);
+	ASSERT_EQ(0, rmdir(cg));
+	EXPECT_TRUE(wait_sysfs("auto/mode", "off", 5));
+	umount(root);
+	unlink(big);
+}
+
+/* llmworkload's decoder running: automatic mode registers its weights, not its small files. */
+TEST_F_TIMEOUT(llmcache, auto_workload, 300)
+{
+	const char *bin = getenv("LLMCACHE_BIN"), *scratch = getenv("LLMCACHE_SCRATCH");
+	static const char *const names[] = { "weights.bin", "tokenizer.bin", "config.bin" };
+	char dir[256], path[512], wsize[] = "8MiB";
+	int i, status;
+	pid_t pid;
+
+	if (!bin || !scratch)
+		SKIP(return, "LLMCACHE_BIN and LLMCACHE_SCRATCH name llmworkload and the scratch disk");
+	snprintf(dir, sizeof(dir), "%s/wl-auto-%d", scratch, getpid());
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		snprintf(path, sizeof(path), "%s/llmworkload", bin);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		freopen("/dev/null", "w", stdout);
+		execl(path, path, "decoder", "--dir", dir, "--weights-size", wsize, "--tokenizer-size", "256KiB",
+		      "--config-size", "256KiB", "--tokens", "1000000", "--access", "mmap", (char *)NULL);
+		_exit(127);
+	}
+	ASSERT_EQ(0, set_auto(self->dev, LLMCACHE_AUTO_PID, pid, 4 << 20));
+	/* The weights once the workload opened them; its binary may qualify too (it is several MiB). */
+	snprintf(path, sizeof(path), "%s/decoder/%s", dir, names[0]);
+	for (i = 0; i < 1200 && is_registered(self->dev, path) != 1; i++)
+		usleep(50000);
+	usleep(1500000); /* another scan: still not the small files */
+	for (i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "%s/decoder/%s", dir, names[i]);
+		EXPECT_EQ(i == 0, is_registered(self->dev, path)) TH_LOG("%s", path);
+	}
+	EXPECT_LE(1, sysfs_num("auto/registered"));
+	kill(pid, SIGKILL);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(wait_sysfs("auto/mode", "off", 5));
+}
+
+TEST_F(llmcache, loops_ioctl_errors)
+{
+	struct llmcache_ioc_loops req;
+	struct llmcache_loop l[4];
+
+	ASSERT_EQ(0, get_loops(self->dev, &req, l, 4));
+	EXPECT_EQ(0, req.count);
+	EXPECT_EQ(0, req.total);
+	EXPECT_EQ(LLMCACHE_LOOPS_BW_MEASURED, req.flags) TH_LOG("bw 0: measured");
+	EXPECT_EQ(100000000, req.t_ns);
+	memset(&req, 0, sizeof(req));
+	req.flags = 1;
+	EXPECT_EQ(-EINVAL, ioctl(self->dev, LLMCACHE_IOC_LOOPS, &req) ? -errno : 0);
+	memset(&req, 0, sizeof(req));
+	req.max = 4; /* and no pointer */
+	EXPECT_EQ(-EINVAL, ioctl(self->dev, LLMCACHE_IOC_LOOPS, &req) ? -errno : 0);
+	EXPECT_EQ(-EFAULT, ioctl(self->dev, LLMCACHE_IOC_LOOPS, NULL) ? -errno : 0);
+}
+
+/* S_min of the 1024-block weights loop for bw blocks/s and t ns, as the rule computes it. */
+static __u64 llc_min(__u64 bw, __u64 t)
+{
+	__u64 fetched = (bw * t + 999999999) / 1000000000;
+
+	return fetched < 1024 ? 1024 - fetched : 0;
+}
+
+/* The table's entry for file id's loop starting at block first, or NULL. */
+static const struct llmcache_loop *find_loop(const struct llmcache_loop *l, __u32 n, __u64 id, __u64 first)
+{
+	__u32 i;
+
+	for (i = 0; i < n; i++)
+		if (l[i].file_id == id && l[i].first_block == first)
+			return &l[i];
+	return NULL;
+}
+
+/*
+ * The loops table after llmworkload's decoder: its weights are one loop of N = weights blocks with a
+ * period of about a token, sized with the bw and t_ns set through sysfs; sysfs shows the same values.
+ */
+TEST_F_TIMEOUT(llmcache, loops_decoder, 600)
+{
+	static const char *const names[] = { "config.bin", "tokenizer.bin", "weights.bin" };
+	const char *bin = getenv("LLMCACHE_BIN"), *scratch = getenv("LLMCACHE_SCRATCH");
+	static struct llmcache_loop l[256];
+	const struct llmcache_loop *w;
+	struct llmcache_ioc_loops req;
+	char dir[256], args[512], path[512], sys[128];
+	__u64 id[3], bw = 100000000, t = 10000000, fetched, s_min, stall;
+	struct timespec t0, t1;
+	long long elapsed_ns;
+	int fd[3], i;
+
+	if (!bin || !scratch)
+		SKIP(return, "LLMCACHE_BIN and LLMCACHE_SCRATCH name llmworkload and the scratch disk");
+	snprintf(dir, sizeof(dir), "%s/wl-loops-%d", scratch, getpid());
+	snprintf(args, sizeof(args), "decoder --dir %s --weights-size 4MiB --tokenizer-size 256KiB "
+		 "--config-size 256KiB --access pread", dir);
+	snprintf(path, sizeof(path), "%s --tokens 1", args);
+	ASSERT_EQ(0, llmworkload(path));
+	for (i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "%s/decoder/%s", dir, names[i]);
+		fd[i] = open(path, O_RDONLY);
+		ASSERT_LE(0, fd[i]);
+		ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd[i], &id[i]));
+	}
+	ASSERT_EQ(0, sysfs_write("bw", "100000000"));
+	ASSERT_EQ(0, sysfs_write("t_ns", "10000000"));
+	ASSERT_EQ(0, sysfs_write("pin_budget", "1048576"));
+	snprintf(path, sizeof(path), "%s --tokens 6 --hot-reads 40 --drop-cache", args);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ASSERT_EQ(0, llmworkload(path));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	elapsed_ns = (t1.tv_sec - t0.tv_sec) * 1000000000LL + t1.tv_nsec - t0.tv_nsec;
+	EXPECT_EQ(256, wait_pinned(256));
+
+	ASSERT_EQ(0, get_loops(self->dev, &req, l, 256));
+	EXPECT_EQ(req.total, req.count);
+	EXPECT_EQ(0, req.flags) TH_LOG("bw and t_ns were set: nothing measured");
+	EXPECT_EQ(bw / 4096 * 4096, req.bw);
+	EXPECT_EQ(t, req.t_ns);
+	w = find_loop(l, req.count, id[2], 0);
+	ASSERT_NE(NULL, w) TH_LOG("no loop of the weights in a table of %u", req.count);
+	/* N = the weights' blocks; a period of one token: more than 0, less than the whole run. */
+	EXPECT_EQ(1024, w->blocks);
+	EXPECT_LE(4, w->iterations);
+	EXPECT_LT(0, w->period_ns);
+	EXPECT_GT(elapsed_ns / 3, (long long)w->period_ns) TH_LOG("period %llu ns, run %lld ns",
+								(unsigned long long)w->period_ns, elapsed_ns);
+	/* The rule: BW = 24414 blocks/s, T = 10 ms: BW*T = 244.14, so S_min = 1024 - 245 = 779. */
+	fetched = (bw / 4096 * t + 999999999) / 1000000000;
+	s_min = 1024 - fetched;
+	EXPECT_EQ(779, s_min);
+	EXPECT_EQ(s_min, w->s_min);
+	EXPECT_EQ(256, w->pinned);
+	EXPECT_EQ(s_min - 256, w->deficit);
+	/* (N - pinned) / BW - T = 768 / 24414 s - 10 ms = 21.457 ms. */
+	stall = (1024 - 256) * 1000000000ull / (bw / 4096) - t;
+	EXPECT_GE(1, llabs((long long)w->stall_ns - (long long)stall)) TH_LOG("stall %llu, expected %llu",
+									     (unsigned long long)w->stall_ns,
+									     (unsigned long long)stall);
+	TH_LOG("weights loop: N %llu, period %llu ns, %llu iterations, S_min %llu, pinned %llu, deficit %llu, "
+	       "stall %llu ns; %u loops in all; measured BW %llu B/s, T %llu ns",
+	       (unsigned long long)w->blocks, (unsigned long long)w->period_ns, (unsigned long long)w->iterations,
+	       (unsigned long long)w->s_min, (unsigned long long)w->pinned, (unsigned long long)w->deficit,
+	       (unsigned long long)w->stall_ns, req.count, (unsigned long long)req.bw_measured,
+	       (unsigned long long)req.t_measured_ns);
+	/* The same values in sysfs, one per file, once the directory was refreshed. */
+	snprintf(sys, sizeof(sys), "files/%llu/loops/%llu/blocks", (unsigned long long)id[2],
+		 (unsigned long long)w->seq);
+	EXPECT_TRUE(wait_sysfs(sys, "1024", 5)) TH_LOG("%s", sys);
+#define LOOP_FIELD(f) do {									\
+		snprintf(sys, sizeof(sys), "files/%llu/loops/%llu/" #f, (unsigned long long)id[2],	\
+			 (unsigned long long)w->seq);							\
+		EXPECT_EQ((long long)w->f, sysfs_num(sys)) TH_LOG("%s", sys);				\
+	} while (0)
+	LOOP_FIELD(first_block);
+	LOOP_FIELD(s_min);
+	LOOP_FIELD(pinned);
+	LOOP_FIELD(deficit);
+	LOOP_FIELD(stall_ns);
+	LOOP_FIELD(iterations);
+	LOOP_FIELD(period_ns);
+#undef LOOP_FIELD
+	/* The cold first pass was served from the disk: a miss rate was measured. */
+	EXPECT_LT(0, sysfs_num("sizing/bw_measured"));
+	EXPECT_LT(0, sysfs_num("sizing/t_measured_ns"));
+	EXPECT_GE((long long)w->period_ns, sysfs_num("sizing/t_measured_ns"));
+	/* bw and t_ns 0: the rule uses the measured values. */
+	ASSERT_EQ(0, sysfs_write("bw", "0"));
+	ASSERT_EQ(0, sysfs_write("t_ns", "0"));
+	ASSERT_EQ(0, get_loops(self->dev, &req, l, 256));
+	EXPECT_EQ(LLMCACHE_LOOPS_BW_MEASURED | LLMCACHE_LOOPS_T_MEASURED, req.flags);
+	EXPECT_EQ(req.bw_measured / 4096 * 4096, req.bw);
+	EXPECT_EQ(req.t_measured_ns, req.t_ns);
+	w = find_loop(l, req.count, id[2], 0);
+	ASSERT_NE(NULL, w);
+	EXPECT_LE(req.t_ns, w->period_ns);
+	EXPECT_EQ(llc_min(req.bw / 4096, req.t_ns), w->s_min);
+	/* Only registered files' loops: unregistering the weights removes theirs, and its directory. */
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_UNREGISTER, fd[2], NULL));
+	ASSERT_EQ(0, get_loops(self->dev, &req, l, 256));
+	EXPECT_EQ(NULL, find_loop(l, req.count, id[2], 0));
+	for (i = 0; i < (int)req.count; i++)
+		EXPECT_NE(id[2], l[i].file_id);
+	/* max 0 counts without copying. */
+	ASSERT_EQ(0, get_loops(self->dev, &req, NULL, 0));
+	EXPECT_EQ(0, req.count);
 	for (i = 0; i < 3; i++)
 		close(fd[i]);
 }

@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: MIT
 # llmcachectl's kernel-module commands, run as root inside the VM (tests/vm/run.sh) with $LLMCACHE_BIN,
 # $LLMCACHE_KO and $LLMCACHE_SCRATCH set: clear messages without the module or without root, register /
-# unregister, status (human and JSON), set with units and with garbage. Prints PASS or the first FAIL.
+# unregister, status (human and JSON), set with units and with garbage, per-file options (register
+# --no-pin, set-file), the loops table (human and JSON) and the automatic mode. Prints PASS or the
+# first FAIL.
 c=$LLMCACHE_BIN/llmcachectl
 sys=/sys/kernel/llmcache
 fail() { echo "FAIL: $*"; rmmod llmcache 2>/dev/null; exit 1; }
@@ -15,10 +17,15 @@ expect() { # exit status, pattern, command...: the command exits so and says the
 
 expect 1 'module is not loaded' "$c" status
 expect 1 'module is not loaded' "$c" register /etc/hostname
+expect 1 'module is not loaded' "$c" loops
+expect 1 'module is not loaded' "$c" auto --pid 1
 insmod "$LLMCACHE_KO" || fail "insmod $LLMCACHE_KO"
 f=$LLMCACHE_SCRATCH/ctl.bin
 dd if=/dev/zero of="$f" bs=4096 count=64 2>/dev/null
 expect 1 'root only' setpriv --reuid=65534 --regid=65534 --clear-groups "$c" register "$f"
+expect 1 'root only' setpriv --reuid=65534 --regid=65534 --clear-groups "$c" loops
+expect 1 'root only' setpriv --reuid=65534 --regid=65534 --clear-groups "$c" auto --off
+expect 0 'automatic mode off' setpriv --reuid=65534 --regid=65534 --clear-groups "$c" auto
 expect 0 "registered $f ($sys/files/1)" "$c" register "$f"
 expect 1 'already registered' "$c" register "$f"
 expect 1 'not a regular file' "$c" register /dev/null
@@ -34,8 +41,47 @@ expect 2 'pin_budget' "$c" set pin_budget=lots
 expect 2 'unknown setting' "$c" set colour=blue
 expect 2 'not 0 or 1' "$c" set enable=yes
 [ "$(cat $sys/pin_budget)" = 1048576 ] || fail "a refused setting changed pin_budget"
+expect 0 'no loops in the registered files' "$c" loops
+# Four passes over the file are a loop of its 64 blocks, sized with bw and t as set.
+for i in 1 2 3 4; do cat "$f" >/dev/null; done
+expect 0 't_ns = 10000000' "$c" set pin_budget=0 bw=4096000 t=10ms
+# BW*T = 1000 blocks/s x 10 ms = 10 blocks: S_min 54, nothing pinned, stall 64/1000 s - 10 ms = 54 ms.
+expect 0 '"bw":4096000,"bw_source":"set","t_ns":10000000,"t_source":"set",' "$c" loops --json
+expect 0 "\"first_block\":0,\"blocks\":64,.*\"s_min\":54,\"pinned\":0,\"deficit\":54,\"stall_ns\":54000000}" \
+	"$c" loops --json
+expect 0 "S_min" "$c" loops
+expect 0 "  *0  *64 .* 54  *0  *54  *54 ms  $f" "$c" loops
+expect 0 't_ns = 0' "$c" set bw=measured t=measured
+expect 0 '"bw_source":"measured","t_ns":[1-9][0-9]*,"t_source":"measured",' "$c" loops --json
+expect 2 'too many positional' "$c" loops extra
+# Per-file options.
+expect 0 "$f: flags 5, pin limit 1.0 MiB" "$c" set-file --no-pin --no-protect --pin-limit 1MiB "$f"
+[ "$(cat $sys/files/1/flags) $(cat $sys/files/1/pin_limit)" = "5 1048576" ] || fail "set-file wrote $(cat $sys/files/1/flags)"
+expect 0 '"flags":5,"pin_limit":1048576}' "$c" status --json
+expect 2 'pin-limit' "$c" set-file --pin-limit lots "$f"
+expect 1 'not registered' "$c" set-file --no-pin /etc/hostname
 expect 0 "unregistered $f" "$c" unregister "$f"
 expect 1 'not registered' "$c" unregister "$f"
+expect 0 "registered $f" "$c" register --no-drop "$f"
+[ "$(cat $sys/files/2/flags)" = 2 ] || fail "register --no-drop set flags $(cat $sys/files/2/flags)"
+expect 0 "unregistered $f" "$c" unregister "$f"
 expect 0 '"registered":0,' "$c" status --json
+# The automatic mode: a process holding a large and a small file open.
+big=$LLMCACHE_SCRATCH/auto-big.bin small=$LLMCACHE_SCRATCH/auto-small.bin
+dd if=/dev/zero of="$big" bs=1M count=3 2>/dev/null
+dd if=/dev/zero of="$small" bs=4096 count=4 2>/dev/null
+sh -c 'exec 3<"$1" 4<"$2"; sleep 30' sh "$big" "$small" &
+holder=$!
+expect 1 "no process 999999" "$c" auto --pid 999999
+expect 1 "is not a cgroup v2 directory" "$c" auto --cgroup /etc
+expect 2 'say one of' "$c" auto --pid $holder --off
+expect 0 "automatic mode on: pid $holder, files from 2.0 MiB" "$c" auto --pid $holder --min-size 2MiB
+i=0
+while ! grep -qx "$big" $sys/files/*/path 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+grep -qx "$big" $sys/files/*/path || fail "auto did not register $big"
+grep -qx "$small" $sys/files/*/path && fail "auto registered $small"
+expect 0 '"mode":"pid","target":'$holder',"min_size":2097152,"registered":[1-9]' "$c" auto --json
+expect 0 'automatic mode off' "$c" auto --off
+kill $holder
 rmmod llmcache || fail rmmod
 echo PASS

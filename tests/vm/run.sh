@@ -7,21 +7,24 @@
 # ours. Fails (exit 125) if the guest's kernel log shows BUG, WARNING, Oops, a soft lockup or a hung
 # task, or if the guest does not finish within the timeout.
 #
+# no_timer_check: under TCG on a loaded host the boot-time IO-APIC timer check can fail and panic.
 # Both vCPUs run in one host thread (tcg,thread=single; LLMCACHE_VM_TCG_THREAD=multi overrides): see
 # Documentation/admin-guide.md for why.
 #
-# Usage: tests/vm/run.sh [--mem 1G] [--timeout 300] [--disk 512M] [--smp 2] KERNEL -- COMMAND [ARG...]
+# Usage: tests/vm/run.sh [--mem 1G] [--timeout 300] [--disk 512M] [--disk-read-bps N] [--smp 2] KERNEL -- COMMAND [ARG...]
+#   --disk-read-bps: throttle reads from the scratch disk to N bytes/s (qemu throttling.bps-read).
 #   KERNEL: a version prefix (6.1, 6.12) or a full release (6.1.0-56-amd64) from /boot/vmlinuz-*.
 # Example: tests/vm/run.sh 6.12 -- sh -c 'insmod $LLMCACHE_KO && cat /sys/kernel/llmcache/hook_mode'
 set -euo pipefail
 
-mem=1G timeout=300 disk=512M smp=2 tcg_thread=${LLMCACHE_VM_TCG_THREAD:-single}
+mem=1G timeout=300 disk=512M disk_throttle= smp=2 tcg_thread=${LLMCACHE_VM_TCG_THREAD:-single}
 usage() { sed -n '2,/^set -e/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
 	case $1 in
 	--mem) mem=$2; shift 2 ;;
 	--timeout) timeout=$2; shift 2 ;;
 	--disk) disk=$2; shift 2 ;;
+	--disk-read-bps) disk_throttle=,throttling.bps-read=$2; shift 2 ;;
 	--smp) smp=$2; shift 2 ;;
 	-h|--help) usage ;;
 	--) usage ;;
@@ -115,10 +118,10 @@ set +e
 timeout --foreground -k 10 "$timeout" qemu-system-x86_64 -accel "tcg,thread=$tcg_thread" -m "$mem" -smp "$smp" -nographic \
 	-no-reboot -monitor none -serial "file:$run/console.log" \
 	-kernel "/boot/vmlinuz-$release" -initrd "$initrd" \
-	-append "console=ttyS0 panic=-1 watchdog_thresh=30 rcupdate.rcu_cpu_stall_timeout=120 llmvm_init=$src/tests/vm/guest-init.sh llmvm_run=$run" \
+	-append "console=ttyS0 panic=-1 no_timer_check watchdog_thresh=30 rcupdate.rcu_cpu_stall_timeout=120 llmvm_init=$src/tests/vm/guest-init.sh llmvm_run=$run" \
 	-virtfs "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap" \
 	-virtfs "local,path=$run,mount_tag=out,security_model=none" \
-	-drive "file=$run/scratch.img,if=virtio,format=raw,cache=unsafe" >"$run/qemu.log" 2>&1
+	-drive "file=$run/scratch.img,if=virtio,format=raw,cache=unsafe$disk_throttle" >"$run/qemu.log" 2>&1
 qemu_rc=$?
 set -e
 elapsed=$(echo "$(date +%s.%N) - $start" | bc 2>/dev/null || echo "?")

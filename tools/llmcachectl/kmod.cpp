@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// llmcachectl status / register / unregister / set: the llmcache.ko interfaces, /sys/kernel/llmcache/
+// llmcachectl status / register / unregister / set / set-file: the llmcache.ko interfaces, /sys/kernel/llmcache/
 // (read by anyone) and /dev/llmcache (root only). See Documentation/admin-guide.md.
 #include <algorithm>
 #include <cerrno>
@@ -17,20 +17,20 @@
 #include <boost/program_options.hpp>
 
 #include "../../include/uapi/llmcache.h"
+#include "kmod.hpp"
 #include "util/units.hpp"
 
 namespace po = boost::program_options;
 namespace units = llmcache::units;
 
-namespace {
+namespace llmcache::kmod {
 
 const std::string sysfs = LLMCACHE_SYSFS_DIR;
+
+namespace {
 const char *const not_loaded = "the llmcache module is not loaded: insmod build/kmod-$(uname -r)/llmcache.ko "
 			       "(see Documentation/admin-guide.md)";
-
-struct Failure {
-	std::string what;
-};
+} // namespace
 
 // One sysfs value, newline stripped; throws when it cannot be read.
 std::string read_value(const std::string &name)
@@ -58,13 +58,6 @@ int open_device()
 		throw Failure{std::string("cannot open /dev/" LLMCACHE_DEV_NAME ": ") + std::strerror(errno)};
 	return dev;
 }
-
-const char *const tunables[] = {"enable", "pin_budget", "hot_reserve", "bw", "t_ns", "hook_mode", "registered"};
-const char *const stats[] = {"accesses", "hits", "misses", "seq_blocks", "loop_blocks", "hot_blocks",
-			     "loop_iterations", "seqs_created", "seqs_recycled", "chunks_recycled", "pinned",
-			     "shrinker_released", "events_dropped", "seq_seqs", "loop_seqs", "hot_seqs"};
-const char *const file_fields[] = {"accesses", "seq_blocks", "loop_blocks", "hot_blocks", "added", "removed",
-				   "pinned"};
 
 std::string json_string(const std::string &s)
 {
@@ -97,6 +90,19 @@ std::vector<std::string> file_ids()
 	});
 	return ids;
 }
+
+} // namespace llmcache::kmod
+
+namespace {
+
+using namespace llmcache::kmod;
+
+const char *const tunables[] = {"enable", "pin_budget", "hot_reserve", "bw", "t_ns", "hook_mode", "registered"};
+const char *const stats[] = {"accesses", "hits", "misses", "seq_blocks", "loop_blocks", "hot_blocks",
+			     "loop_iterations", "seqs_created", "seqs_recycled", "chunks_recycled", "pinned",
+			     "shrinker_released", "events_dropped", "seq_seqs", "loop_seqs", "hot_seqs"};
+const char *const file_fields[] = {"accesses", "seq_blocks", "loop_blocks", "hot_blocks", "added", "removed",
+				   "pinned", "flags", "pin_limit"};
 
 int status(const std::vector<std::string> &args)
 {
@@ -175,17 +181,53 @@ bool positionals(const std::vector<std::string> &args, std::vector<std::string> 
 	return vm.count("help") > 0;
 }
 
+// register / unregister / set-file PATH...: one ioctl per file; register and set-file take the
+// per-file options (register sets them right after registering when any is given).
 int registration(const std::string &cmd, const std::vector<std::string> &args)
 {
-	bool reg = cmd == "register";
+	const bool reg = cmd == "register", opts_cmd = cmd == "set-file", takes_opts = reg || opts_cmd;
+	bool no_pin = false, no_drop = false, no_protect = false;
+	std::string pin_limit_text = "0";
 	std::vector<std::string> paths;
-	const bool help = positionals(args, paths);
-	if (help || paths.empty()) {
-		std::printf("Usage: llmcachectl %s PATH...\n\n%s regular files %s llmcache.ko (root only).\n\n"
-			    "EXAMPLES\n  llmcachectl %s model/weights.bin model/tokenizer.bin\n",
-			    cmd.c_str(), reg ? "Register" : "Unregister", reg ? "with" : "from", cmd.c_str());
-		return help ? 0 : 2;
+	po::options_description d("Options"), hidden;
+	d.add_options()("help,h", "show this help");
+	if (takes_opts)
+		d.add_options()("no-pin", po::bool_switch(&no_pin), "never pin the files' blocks")(
+			"no-drop", po::bool_switch(&no_drop), "never invalidate the files' SEQ blocks")(
+			"no-protect", po::bool_switch(&no_protect), "never protect the files' HOT blocks")(
+			"pin-limit", po::value(&pin_limit_text)->default_value(pin_limit_text),
+			"bytes each file may pin (0: only pin_budget limits it)");
+	hidden.add_options()("path", po::value(&paths));
+	po::positional_options_description pos;
+	pos.add("path", -1);
+	po::options_description all;
+	all.add(d).add(hidden);
+	po::variables_map vm;
+	po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
+	po::notify(vm);
+	if (vm.count("help") || paths.empty()) {
+		if (opts_cmd)
+			std::printf("Usage: llmcachectl set-file PATH... [options]\n\nSet the options of registered files "
+				    "(root only); options not given are cleared.\n\n");
+		else
+			std::printf("Usage: llmcachectl %s PATH...%s\n\n%s regular files %s llmcache.ko (root only).\n\n",
+				    cmd.c_str(), reg ? " [options]" : "", reg ? "Register" : "Unregister", reg ? "with" : "from");
+		if (takes_opts)
+			std::cout << d;
+		std::printf("\nEXAMPLES\n  llmcachectl %s model/weights.bin model/tokenizer.bin\n%s", cmd.c_str(),
+			    takes_opts ? "  llmcachectl register --no-pin model/scratch.bin\n"
+					 "  llmcachectl set-file --pin-limit 256MiB model/weights.bin\n" : "");
+		return vm.count("help") ? 0 : 2;
 	}
+	llmcache_ioc_file_opts opts{};
+	opts.flags = (no_pin ? LLMCACHE_FILE_NO_PIN : 0) | (no_drop ? LLMCACHE_FILE_NO_DROP : 0) |
+		     (no_protect ? LLMCACHE_FILE_NO_PROTECT : 0);
+	try {
+		opts.pin_limit = units::parse_bytes(pin_limit_text);
+	} catch (const std::invalid_argument &e) {
+		throw po::error(std::string("--pin-limit: ") + e.what());
+	}
+	const bool set_opts = opts_cmd || (reg && (opts.flags || opts.pin_limit));
 	int dev = open_device(), failed = 0;
 	for (const auto &path : paths) {
 		int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -196,13 +238,18 @@ int registration(const std::string &cmd, const std::vector<std::string> &args)
 		}
 		llmcache_ioc_file req{};
 		req.fd = fd;
-		if (ioctl(dev, reg ? LLMCACHE_IOC_REGISTER : LLMCACHE_IOC_UNREGISTER, &req)) {
+		opts.fd = fd;
+		if ((!opts_cmd && ioctl(dev, reg ? LLMCACHE_IOC_REGISTER : LLMCACHE_IOC_UNREGISTER, &req)) ||
+		    (set_opts && ioctl(dev, LLMCACHE_IOC_SET_FILE_OPTS, &opts))) {
 			const char *why = errno == EEXIST   ? "already registered"
 					  : errno == ENOENT ? "not registered"
 					  : errno == EINVAL ? "not a regular file"
 							    : std::strerror(errno);
 			std::fprintf(stderr, "llmcachectl %s: %s: %s\n", cmd.c_str(), path.c_str(), why);
 			failed++;
+		} else if (opts_cmd) {
+			std::printf("%s: flags %u, pin limit %s\n", path.c_str(), opts.flags,
+				    opts.pin_limit ? units::format_bytes(opts.pin_limit).c_str() : "none");
 		} else {
 			std::printf("%s %s (%s/files/%llu)\n", reg ? "registered" : "unregistered", path.c_str(),
 				    sysfs.c_str(), (unsigned long long)req.id);
@@ -219,7 +266,8 @@ int set(const std::vector<std::string> &args)
 	const bool help = positionals(args, settings);
 	if (help || settings.empty()) {
 		std::printf("Usage: llmcachectl set NAME=VALUE...\n\nNames: enable (0 or 1), pin_budget and hot_reserve "
-			    "(bytes: 512MiB), bw (100MB/s), t (100ms).\n\nEXAMPLES\n"
+			    "(bytes: 512MiB), bw (100MB/s), t (100ms).\nbw and t take 0 or \"measured\": the sizing rule then uses "
+			    "the measured values (llmcachectl loops).\n\nEXAMPLES\n"
 			    "  llmcachectl set pin_budget=512MiB hot_reserve=4MiB\n  llmcachectl set bw=1GB/s t=100ms\n");
 		return help ? 0 : 2;
 	}
@@ -238,10 +286,10 @@ int set(const std::vector<std::string> &args)
 			} else if (name == "pin_budget" || name == "hot_reserve") {
 				v = units::parse_bytes(text);
 			} else if (name == "bw") {
-				v = units::parse_bandwidth(text);
+				v = text == "measured" ? 0 : units::parse_bandwidth(text);
 			} else if (name == "t" || name == "t_ns") {
 				name = "t_ns";
-				v = units::parse_duration_ns(text);
+				v = text == "measured" ? 0 : units::parse_duration_ns(text);
 			} else {
 				throw po::error("unknown setting '" + name + "': say enable, pin_budget, hot_reserve, bw or t");
 			}
@@ -283,3 +331,4 @@ int cmd_status(int argc, char **argv) { return run("status", argc, argv); }
 int cmd_register(int argc, char **argv) { return run("register", argc, argv); }
 int cmd_unregister(int argc, char **argv) { return run("unregister", argc, argv); }
 int cmd_set(int argc, char **argv) { return run("set", argc, argv); }
+int cmd_set_file(int argc, char **argv) { return run("set-file", argc, argv); }

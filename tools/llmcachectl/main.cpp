@@ -7,6 +7,9 @@ int cmd_status(int argc, char **argv);     // kmod.cpp
 int cmd_register(int argc, char **argv);   // kmod.cpp
 int cmd_unregister(int argc, char **argv); // kmod.cpp
 int cmd_set(int argc, char **argv);        // kmod.cpp
+int cmd_set_file(int argc, char **argv);   // kmod.cpp
+int cmd_loops(int argc, char **argv);      // control.cpp
+int cmd_auto(int argc, char **argv);       // control.cpp
 int cmd_kv(int argc, char **argv);         // kv.cpp
 
 int main(int argc, char **argv)
@@ -17,6 +20,9 @@ int main(int argc, char **argv)
 		{"register", "register files with llmcache.ko (root)", cmd_register},
 		{"unregister", "unregister files from llmcache.ko (root)", cmd_unregister},
 		{"set", "set llmcache.ko's tunables: pin_budget=512MiB bw=1GB/s t=100ms (root)", cmd_set},
+		{"set-file", "set registered files' options: --no-pin --no-drop --no-protect --pin-limit (root)", cmd_set_file},
+		{"loops", "the per-loop sizing table: N, period, S_min, pinned, deficit, stall (root, --json)", cmd_loops},
+		{"auto", "register the large files of a process or cgroup automatically (root)", cmd_auto},
 		{"kv", "the KV service: `kv status` lists llmcached's sessions and pool statistics", cmd_kv},
 	};
 	return llmcache::cli::dispatch("llmcachectl", commands,

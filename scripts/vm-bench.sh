@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# make vm-bench: llmcache.ko against the stock page cache on llmworkload's decoder, inside a VM booting
+# each packaged kernel (tests/vm/run.sh, guest half tests/vm/bench-guest.sh). The decoder's weights loop
+# is 1.5x the guest's available page cache; the module pins what its budget allows. Reads from the
+# scratch disk are throttled (LLMCACHE_VM_BENCH_DISK_BPS, default 25 MB/s) so that, under TCG, disk and
+# page-cache reads keep roughly the 1:10 bandwidth ratio of a phone's flash and DRAM: without it the
+# "disk" is the host's page cache and a miss costs little more than a hit.
+#
+# Usage: scripts/vm-bench.sh BUILD_DIR [RESULTS_DIR]
+# Environment: LLMCACHE_VM_KERNELS (default "6.12 6.1"), LLMCACHE_VM_BENCH_MEM (guest memory, 320M),
+# LLMCACHE_VM_BENCH_DISK_BPS, and the LLMCACHE_BENCH_* knobs of tests/vm/bench-guest.sh.
+set -euo pipefail
+build=$(realpath "${1:?usage: scripts/vm-bench.sh BUILD_DIR [RESULTS_DIR]}")
+results=${2:-results}
+src=$(cd "$(dirname "$0")/.." && pwd)
+mem=${LLMCACHE_VM_BENCH_MEM:-320M}
+bps=${LLMCACHE_VM_BENCH_DISK_BPS:-25000000}
+mkdir -p "$results"
+
+echo "# make vm-bench on $(hostname): $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)," \
+	"qemu TCG, guest memory $mem, disk reads throttled to $((bps / 1000000)) MB/s"
+for k in ${LLMCACHE_VM_KERNELS:-6.12 6.1}; do
+	out=$results/vm-bench-$k.txt
+	LLMCACHE_BUILD=$build LLMCACHE_BIN=$build/bin "$src/tests/vm/run.sh" --mem "$mem" --disk 2G \
+		--disk-read-bps "$bps" --timeout 3000 "$k" -- sh "$src/tests/vm/bench-guest.sh" >"$out" 2>&1 || {
+		echo "vm-bench: the run on $k failed:" >&2
+		cat "$out" >&2
+		exit 1
+	}
+	grep '^guest:' "$out"
+	awk '
+	$1 == "result" {
+		key = $2 " " $3; tps[key] = $4; disk[key] = $5; maj[key] = $6; pinned[key] = $7; budget[key] = $8; n = $9
+	}
+	$1 == "fit" { fit[$2 " " $3] = fit[$2 " " $3] " " $4; sum[$2 " " $3] += $4; cnt[$2 " " $3]++ }
+	END {
+		printf "%-6s %-9s %10s %16s %12s %10s %16s\n", "access", "module", "tokens/s", "disk MiB/token",
+			"majflt/tok", "pinned", "floor MiB/token"
+		split("pread mmap", access, " ")
+		for (i = 1; i <= 2; i++) {
+			a = access[i]
+			for (m = 1; m <= 2; m++) {
+				mode = m == 1 ? "unloaded" : "loaded"; key = a " " mode
+				if (!(key in tps)) continue
+				floor = (n - (budget[key] < n ? budget[key] : n)) * 4096 / 1048576
+				printf "%-6s %-9s %10.3f %16.1f %12d %10d %16.1f\n", a, mode, tps[key],
+					disk[key] / 1048576, maj[key], pinned[key], floor
+			}
+			u = a " unloaded"; l = a " loaded"
+			if (tps[u] > 0 && (l in tps))
+				printf "%-6s speed-up %.2fx, disk reads per token %.2fx the floor\n", a, tps[l] / tps[u],
+					disk[l] / ((n - (budget[l] < n ? budget[l] : n)) * 4096)
+			if (cnt[u] && cnt[l])
+				printf "%-6s fits in memory: loaded/unloaded tokens/s %.3f (loaded:%s; unloaded:%s)\n", a,
+					(sum[l] / cnt[l]) / (sum[u] / cnt[u]), fit[l], fit[u]
+		}
+	}' "$out"
+done

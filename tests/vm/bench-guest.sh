@@ -1,0 +1,89 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# The guest half of `make vm-bench` (scripts/vm-bench.sh), run as root inside the VM with $LLMCACHE_BIN,
+# $LLMCACHE_KO and $LLMCACHE_SCRATCH set. Sizes llmworkload's decoder from the page cache this guest has
+# (its weights loop is LLMCACHE_BENCH_RATIO times MemAvailable), then for the pread and mmap variants
+# runs it with llmcache.ko unloaded and loaded (weights, tokenizer and config registered, pin budget =
+# MemAvailable minus a margin), one after the other in this boot. Each run starts from a dropped page
+# cache, decodes LLMCACHE_BENCH_WARMUP tokens (the loop is classified on its second sweep), then
+# LLMCACHE_BENCH_TOKENS measured tokens. Prints one line per run:
+#   result ACCESS MODE TOKENS_PER_S DISK_BYTES_PER_TOKEN MAJOR_FAULTS_PER_TOKEN PINNED_BLOCKS S_BLOCKS N_BLOCKS
+# (pinned: at the end of the run; S: the pin budget, 0 unloaded; N: the weights loop)
+# and, for the cost of the module on a workload that fits (weights half of MemAvailable), alternating
+# unloaded/loaded pairs of
+#   fit ACCESS MODE TOKENS_PER_S
+set -eu
+bin=$LLMCACHE_BIN
+ratio=${LLMCACHE_BENCH_RATIO:-1.5}
+tokens=${LLMCACHE_BENCH_TOKENS:-3}
+warmup=${LLMCACHE_BENCH_WARMUP:-2}
+fit_tokens=${LLMCACHE_BENCH_FIT_TOKENS:-20}
+fit_pairs=${LLMCACHE_BENCH_FIT_PAIRS:-3}
+sys=/sys/kernel/llmcache
+disk=$(basename "$(df "$LLMCACHE_SCRATCH" | awk 'NR == 2 { print $1 }')")
+mib=1048576
+
+drop() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+sectors_read() { awk '{ print $3 }' "/sys/block/$disk/stat"; }
+major_faults() { awk '$1 == "pgmajfault" { print $2 }' /proc/vmstat; }
+json_field() { sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p"; }
+
+drop
+avail_kib=$(awk '$1 == "MemAvailable:" { print $2 }' /proc/meminfo)
+avail=$((avail_kib * 1024))
+weights=$(awk -v a="$avail" -v r="$ratio" -v m=$mib 'BEGIN { printf "%d", int(a * r / m) * m }')
+margin=$((avail / 8 > 32 * mib ? avail / 8 : 32 * mib))
+budget=$(((avail - margin) / mib * mib))
+echo "guest: $(uname -r), MemAvailable $((avail / mib)) MiB, weights $((weights / mib)) MiB," \
+	"pin budget $((budget / mib)) MiB, disk $disk"
+
+decoder() { # dir weights-bytes access tokens: the JSON summary
+	"$bin/llmworkload" decoder --dir "$1" --weights-size "$2" --tokenizer-size 1MiB --config-size 4MiB \
+		--access "$3" --tokens "$4" --json
+}
+load() { # dir budget
+	insmod "$LLMCACHE_KO"
+	echo "$2" >"$sys/pin_budget"
+	"$bin/llmcachectl" register "$1/decoder/weights.bin" "$1/decoder/tokenizer.bin" \
+		"$1/decoder/config.bin" >/dev/null
+}
+
+run() { # access mode
+	drop
+	[ "$2" = loaded ] && load "$dir" "$budget"
+	decoder "$dir" "$weights" "$1" "$warmup" >/dev/null
+	s0=$(sectors_read) f0=$(major_faults)
+	tps=$(decoder "$dir" "$weights" "$1" "$tokens" | json_field tokens_per_s)
+	s1=$(sectors_read) f1=$(major_faults)
+	pinned=0 s=0
+	if [ "$2" = loaded ]; then
+		pinned=$(cat "$sys/stats/pinned") s=$((budget / 4096))
+		rmmod llmcache
+	fi
+	echo "result $1 $2 $tps $(((s1 - s0) * 512 / tokens)) $(((f1 - f0) / tokens)) $pinned $s $((weights / 4096))"
+}
+
+dir=$LLMCACHE_SCRATCH/big
+decoder "$dir" "$weights" pread 0 >/dev/null
+for access in pread mmap; do
+	run "$access" unloaded
+	run "$access" loaded
+done
+rm -rf "$dir"
+
+# The module's cost when everything fits: the same decoder at half of MemAvailable, warm cache.
+dir=$LLMCACHE_SCRATCH/fit
+small=$((avail / 2 / mib * mib))
+decoder "$dir" "$small" pread 0 >/dev/null
+for access in pread mmap; do
+	i=0
+	while [ $i -lt "$fit_pairs" ]; do
+		for mode in unloaded loaded; do
+			[ $mode = loaded ] && load "$dir" "$budget"
+			decoder "$dir" "$small" "$access" 2 >/dev/null
+			echo "fit $access $mode $(decoder "$dir" "$small" "$access" "$fit_tokens" | json_field tokens_per_s)"
+			[ $mode = loaded ] && rmmod llmcache
+		done
+		i=$((i + 1))
+	done
+done
