@@ -59,6 +59,7 @@ int main(int argc, char **argv)
 		("kv-sink-tokens", po::value(&o.sink_tokens)->default_value(o.sink_tokens), "first tokens always kept")
 		("kv-recent-tokens", po::value(&o.recent_tokens)->default_value(o.recent_tokens), "last tokens always kept")
 		("kv-score-block", po::value(&o.score_block)->default_value(o.score_block), "tokens per Score Block")
+		("kv-beta", po::value(&o.beta)->default_value(o.beta), "CPU:storage split of the KV (HillInfer's beta): 0 off, > 0 fixed, -1 adaptive")
 		("kv-queue-depth", po::value(&o.queue_depth)->default_value(o.queue_depth), "io_uring requests in flight")
 		("emu-bandwidth", po::value(&emu_bw)->default_value(emu_bw), "emulated backend: flash-to-FPGA bandwidth")
 		("emu-compute", po::value(&emu_compute)->default_value(emu_compute), "emulated backend: multiply-accumulates/s");

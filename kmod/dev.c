@@ -9,6 +9,7 @@
 #include <linux/miscdevice.h>
 #include <linux/uaccess.h>
 #include "llmcache.h"
+#include "kv.h"
 
 static int llc_dev_open(struct inode *inode, struct file *file)
 {
@@ -165,6 +166,8 @@ static long llc_dev_ioctl(struct file *file, unsigned int cmd, unsigned long arg
 		return llc_auto_ioctl(uarg);
 	case LLMCACHE_IOC_LOOPS:
 		return llc_loops_ioctl(uarg);
+	case LLMCACHE_IOC_KV_STATS:
+		return llc_kv_push(uarg);
 	default:
 		return -ENOTTY;
 	}

@@ -15,6 +15,7 @@
 #include <linux/slab.h>
 #include <linux/timekeeping.h>
 #include "llmcache.h"
+#include "kv.h"
 
 #define LLC_MAX_EVENT_BLOCKS 4096 /* blocks one event may feed; the rest count as dropped */
 
@@ -244,6 +245,8 @@ static int __init llc_init(void)
 	err = llc_sysfs_init();
 	if (err)
 		goto pin;
+	if (llc_kv_init()) /* optional: the module works without /sys/kernel/llmcache/kv/ */
+		pr_warn("llmcache: cannot create /sys/kernel/llmcache/kv: the KV statistics will not show\n");
 	err = llc_dev_init();
 	if (err)
 		goto sysfs;
@@ -257,6 +260,7 @@ dev:
 	llc_dev_exit();
 	llc_auto_exit();
 sysfs:
+	llc_kv_exit();
 	llc_sysfs_exit();
 pin:
 	llc_pin_exit();
@@ -276,6 +280,7 @@ static void __exit llc_exit(void)
 	list_for_each_entry_safe(f, tmp, &llc_files_list, list)
 		llc_unregister(f);
 	mutex_unlock(&llc_reg_mutex);
+	llc_kv_exit();
 	llc_sysfs_exit(); /* no more writes that kick the pin worker */
 	llc_pin_exit();
 	rcu_barrier(); /* the files' kfree_rcu callbacks run before the module text goes */

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# make bench: speed and memory of the simulator and the policy core, and the hit-ratio table of the
-# paper's four app workloads (llm against every baseline and Belady). Figures are printed with the
-# machine they ran on; Documentation/evaluation.md records them.
+# make bench: speed and memory of the simulator and the policy core, the hit-ratio table of the
+# paper's four app workloads (llm against every baseline and Belady), and the KV half (bench-kv.sh).
+# Figures are printed with the machine they ran on; Documentation/evaluation.md records them.
 # Usage: scripts/bench.sh BIN_DIR TESTS_DIR RESULTS_DIR
 set -euo pipefail
 bin=${1:?usage: bench.sh BIN_DIR TESTS_DIR RESULTS_DIR}
@@ -38,3 +38,6 @@ fi
 echo
 echo "=== llmcached --mode=bpf against the stock kernel under a memory cgroup limit ==="
 "$(dirname "$0")/bench-bpf-mode.sh" "$bin" "$out"
+
+echo
+"$(dirname "$0")/bench-kv.sh" "$tests" "$out"

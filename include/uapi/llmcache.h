@@ -211,4 +211,38 @@ struct llmcache_ioc_loops {
 #define LLMCACHE_IOC_SET_AUTO _IOW(LLMCACHE_IOC_MAGIC, 7, struct llmcache_ioc_auto)
 #define LLMCACHE_IOC_LOOPS _IOWR(LLMCACHE_IOC_MAGIC, 8, struct llmcache_ioc_loops)
 
+/*
+ * LLMCACHE_IOC_KV_STATS: llmcached pushes the KV service's statistics (summed over its sessions; the
+ * counters include closed sessions) so that they show under /sys/kernel/llmcache/kv/. size must be
+ * sizeof(struct llmcache_ioc_kv_stats) and flags and reserved 0, or the push is refused (-EINVAL).
+ */
+enum llmcache_kv_pool {
+	LLMCACHE_KV_POOL_CPU = 0,     /* pages in host memory */
+	LLMCACHE_KV_POOL_STORAGE = 1, /* slabs on the storage device (SmartSSD, NVMe, loop, file) */
+	LLMCACHE_KV_NR_POOLS
+};
+
+struct llmcache_kv_pool_stats {
+	__u64 bytes;            /* KV bytes held now */
+	__u64 tokens;           /* tokens held now */
+	__u64 spills;           /* pages that left the CPU pool / slabs written to storage */
+	__u64 restores;         /* pages that came back to the CPU pool / slabs read from storage */
+	__u64 bus_bytes;        /* bytes this pool moved over the host bus (storage: slabs and Score Blocks) */
+	__u64 kernel_runs;      /* scoring kernel runs (CPU: selects that scored resident pages; storage: jobs) */
+	__u64 scored_tokens;    /* tokens scored */
+	__u64 score_latency_ns; /* mean time of one run, from its start to its last Score Block */
+};
+
+struct llmcache_ioc_kv_stats {
+	__u32 size;             /* sizeof(struct llmcache_ioc_kv_stats) */
+	__u32 flags;            /* must be 0 */
+	__u32 sessions;         /* sessions open now */
+	__u32 beta_milli;       /* CPU:storage split in force (HillInfer's beta) x 1000; 0 = none */
+	__u64 selects;          /* selections served */
+	__u64 reserved[3];      /* must be 0 */
+	struct llmcache_kv_pool_stats pool[LLMCACHE_KV_NR_POOLS];
+};
+
+#define LLMCACHE_IOC_KV_STATS _IOW(LLMCACHE_IOC_MAGIC, 9, struct llmcache_ioc_kv_stats)
+
 #endif /* _UAPI_LLMCACHE_H */

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "kv/kv_store.hpp"
 
+#include "kv/crc32c.hpp"
 #include "kv/score_merge.hpp"
 
 #include <algorithm>
@@ -40,10 +41,10 @@ int KvStore::open(const KvShape &shape, const KvOptions &opt, std::unique_ptr<Kv
 	s->geo_ = {shape.q_heads, shape.kv_heads, shape.head_dim, shape.dtype, opt.page_tokens};
 	s->pages_.resize(shape.layers);
 	s->tokens_.assign(shape.layers, 0);
+	const uint64_t payload = std::max(s->geo_.k_payload(opt.page_tokens), opt.page_tokens * s->geo_.row_bytes());
+	s->slab_bytes_ = (sizeof(SlabHeader) + payload + SLAB_ALIGN - 1) / SLAB_ALIGN * SLAB_ALIGN;
 	if (!opt.device.empty()) {
-		const uint64_t payload = std::max(s->geo_.k_payload(opt.page_tokens), opt.page_tokens * s->geo_.row_bytes());
-		StorageConfig sc{opt.device, opt.device_offset, opt.device_capacity,
-				 (sizeof(SlabHeader) + payload + SLAB_ALIGN - 1) / SLAB_ALIGN * SLAB_ALIGN, opt.queue_depth,
+		StorageConfig sc{opt.device, opt.device_offset, opt.device_capacity, s->slab_bytes_, opt.queue_depth,
 				 opt.io_uring};
 		if (int r = StoragePool::open(sc, s->pool_, err))
 			return r;
@@ -65,6 +66,20 @@ int KvStore::open(const KvShape &shape, const KvOptions &opt, std::unique_ptr<Kv
 
 KvStore::~KvStore() = default;
 
+double KvStore::beta() const { return opt_.beta < 0 ? stats_.beta() : opt_.beta; }
+
+// HillInfer's adaptive split (Sec. 3.3, Eq. 1): M_c / f_c = M_s / f_s with M_c < M_0, i.e. the CPU
+// pool holds beta / (1 + beta) of the session's KV, never more than the budget M_0. Without a beta
+// (off, or adaptive before both rates are measured) the CPU pool fills its budget first.
+uint64_t KvStore::budget() const
+{
+	const double b = beta();
+	if (!pool_ || !(b > 0))
+		return opt_.cpu_budget;
+	const double total = (double)(stats_.cpu_pages + stats_.spilled_pages) * (double)page_bytes();
+	return std::min<uint64_t>(opt_.cpu_budget, (uint64_t)(total * b / (1 + b)));
+}
+
 int KvStore::append(uint32_t layer, const void *k, const void *v)
 {
 	if (pending_.active)
@@ -81,8 +96,8 @@ int KvStore::append(uint32_t layer, const void *k, const void *v)
 	auto &pages = pages_[layer];
 	if (t == 0) {
 		Page p;
-		p.k.reset(new uint8_t[geo_.k_payload(P)]);
-		p.v.reset(new uint8_t[P * row]);
+		p.k = SlabBuffer(slab_bytes_, geo_.k_payload(P));
+		p.v = SlabBuffer(slab_bytes_, P * row);
 		auto mm = reinterpret_cast<float *>(p.k.get());
 		std::fill(mm, mm + dims, std::numeric_limits<float>::infinity());
 		std::fill(mm + dims, mm + 2 * dims, -std::numeric_limits<float>::infinity());
@@ -94,6 +109,8 @@ int KvStore::append(uint32_t layer, const void *k, const void *v)
 	uint8_t *keys = p.k.get() + 8ull * dims;
 	std::memcpy(keys + t * row, k, row);
 	std::memcpy(p.v.get() + t * row, v, row);
+	p.keys_crc = crc32c(keys + t * row, row, p.keys_crc);
+	p.v_crc = crc32c(p.v.get() + t * row, row, p.v_crc);
 	auto kmin = reinterpret_cast<float *>(p.k.get()), kmax = kmin + dims;
 	auto words = reinterpret_cast<const uint32_t *>(keys);
 	static const float *const half = csd_host_half_table();
@@ -106,7 +123,10 @@ int KvStore::append(uint32_t layer, const void *k, const void *v)
 	}
 	p.n_tokens++;
 	tokens_[layer]++;
-	return stats_.cpu_bytes > opt_.cpu_budget ? spill() : 0;
+	// Over the budget: spill now. Over the beta split only: spill when a page fills (pages become
+	// movable only at page boundaries, so checking every token would rescan for nothing).
+	const bool over = stats_.cpu_bytes > opt_.cpu_budget || (p.n_tokens == P && stats_.cpu_bytes > budget());
+	return over ? spill() : 0;
 }
 
 // Spills whole pages until the CPU pool is at 7/8 of its budget (a batch per spill keeps the queue
@@ -114,7 +134,7 @@ int KvStore::append(uint32_t layer, const void *k, const void *v)
 // least often selected first, then the oldest.
 int KvStore::spill()
 {
-	const uint64_t over = stats_.cpu_bytes - opt_.cpu_budget;
+	const uint64_t over = stats_.cpu_bytes - std::min(stats_.cpu_bytes, opt_.cpu_budget);
 	if (!pool_)
 		return set_error(-ENOSPC, "the CPU KV pool is over its budget of " + std::to_string(opt_.cpu_budget) +
 					     " bytes by " + std::to_string(over) +
@@ -133,7 +153,7 @@ int KvStore::spill()
 				cand.push_back({p.hits, l, pg});
 		}
 	}
-	const uint64_t target = opt_.cpu_budget - opt_.cpu_budget / 8, pb = page_bytes();
+	const uint64_t target = budget() - budget() / 8, pb = page_bytes();
 	const size_t want = std::min<size_t>(cand.size(), (stats_.cpu_bytes - std::min(target, stats_.cpu_bytes) + pb - 1) / pb);
 	std::partial_sort(cand.begin(), cand.begin() + want, cand.end(), [](const Victim &a, const Victim &b) {
 		return a.hits != b.hits ? a.hits < b.hits : a.page != b.page ? a.page < b.page : a.layer < b.layer;
@@ -142,8 +162,11 @@ int KvStore::spill()
 	std::vector<SlabWrite> w;
 	for (const Victim &c : cand) {
 		const Page &p = pages_[c.layer][c.page];
-		w.push_back({{pool_->pool_id(), c.layer, c.page, SlabKind::K}, P, p.k.get(), geo_.k_payload(P), nullptr, 0});
-		w.push_back({{pool_->pool_id(), c.layer, c.page, SlabKind::V}, P, p.v.get(), P * geo_.row_bytes(), nullptr, 0});
+		const uint64_t bounds = 8ull * geo_.dims(), keys = (uint64_t)P * geo_.row_bytes();
+		const uint32_t k_crc = crc32c_combine(crc32c(p.k.get(), bounds), p.keys_crc, keys);
+		w.push_back({{pool_->pool_id(), c.layer, c.page, SlabKind::K}, P, p.k.get(), bounds + keys, nullptr, 0, p.k.slab(),
+			     k_crc, true});
+		w.push_back({{pool_->pool_id(), c.layer, c.page, SlabKind::V}, P, p.v.get(), keys, nullptr, 0, p.v.slab(), p.v_crc, true});
 	}
 	std::vector<int64_t> res;
 	std::string err;
@@ -179,7 +202,7 @@ int KvStore::spill()
 
 bool KvStore::resident(uint32_t layer, uint32_t pos) const
 {
-	return layer < shape_.layers && pos < tokens_[layer] && pages_[layer][pos / opt_.page_tokens].k != nullptr;
+	return layer < shape_.layers && pos < tokens_[layer] && (bool)pages_[layer][pos / opt_.page_tokens].k;
 }
 
 int64_t KvStore::slab_offset(uint32_t layer, uint32_t pos, SlabKind kind) const
@@ -262,6 +285,7 @@ int KvStore::select_begin(uint32_t layer, const float *q, uint32_t budget)
 		pd.submitted = std::chrono::steady_clock::now();
 		if (!job.pages.empty() && backend_->submit(job) < 0)
 			return set_error(-EIO, std::string("cannot start the ") + backend_->name() + " backend");
+		stats_.storage_runs += !job.pages.empty();
 		pd.storage_pages = job.pages.size();
 		for (const auto &pr : job.pages)
 			stats_.scored_storage += pr.n_tokens;
@@ -288,6 +312,7 @@ int KvStore::select_end(KvSelection &out)
 		};
 		// The CPU pool is scored here, while the backend scores the spilled pages.
 		const auto t0 = Clock::now();
+		stats_.cpu_runs++;
 		for (uint32_t pg = 0; pg < pages_[layer].size() && pg * P < pd.n; pg++) {
 			const Page &p = pages_[layer][pg];
 			if (p.k && pd.scored(pg, P)) {
@@ -338,7 +363,7 @@ int KvStore::select_end(KvSelection &out)
 	std::vector<uint32_t> order(need);
 	std::stable_sort(order.begin(), order.end(),
 			 [&](uint32_t a, uint32_t b) { return pages_[layer][a].hits > pages_[layer][b].hits; });
-	uint64_t room = stats_.cpu_bytes < opt_.cpu_budget ? (opt_.cpu_budget - stats_.cpu_bytes) / page_bytes() : 0;
+	uint64_t room = stats_.cpu_bytes < budget() ? (budget() - stats_.cpu_bytes) / page_bytes() : 0;
 	std::vector<uint32_t> promoted; // ascending page numbers
 	for (size_t i = 0, v = 0; pool_ && i < order.size(); i++) {
 		const uint32_t h = pages_[layer][order[i]].hits;
@@ -367,7 +392,7 @@ int KvStore::select_end(KvSelection &out)
 		Page &in = incoming[std::lower_bound(need.begin(), need.end(), pg) - need.begin()];
 		const size_t len = kind == SlabKind::K ? geo_.k_payload(P) : P * row;
 		auto &buf = kind == SlabKind::K ? in.k : in.v;
-		buf.reset(new uint8_t[len]);
+		buf = SlabBuffer(slab_bytes_, len);
 		std::memcpy(buf.get(), payload, len);
 	});
 	if (r < 0) {
@@ -388,7 +413,7 @@ int KvStore::select_end(KvSelection &out)
 		stats_.spilled_pages--;
 		stats_.promoted_pages++;
 	}
-	if (stats_.cpu_bytes > opt_.cpu_budget)
+	if (stats_.cpu_bytes > budget())
 		spill(); // a failure keeps the pages in memory; it is counted and the next append reports it
 	return 0;
 }
@@ -398,6 +423,10 @@ KvStats KvStore::stats() const
 	KvStats s = stats_;
 	if (pool_)
 		s.storage = pool_->stats();
+	for (const auto &layer : pages_)
+		for (const Page &p : layer)
+			(p.k ? s.cpu_tokens : s.storage_tokens) += p.n_tokens;
+	s.storage_bytes = s.spilled_pages * 2 * slab_bytes_;
 	return s;
 }
 

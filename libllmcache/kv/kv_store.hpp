@@ -40,6 +40,10 @@ struct KvOptions {
 	uint32_t page_tokens = 32, sink_tokens = 4, recent_tokens = 64, score_block = 64;
 	unsigned queue_depth = 32;
 	bool io_uring = true; // false: synchronous pread/pwrite
+	// HillInfer's beta, the CPU:storage split of the KV (M_c / M_s): 0 = off (the CPU pool fills
+	// cpu_budget before anything spills); > 0 = the CPU pool keeps beta / (1 + beta) of the KV, within
+	// cpu_budget; < 0 = adaptive: beta = f_c / f_s as measured online (KvStats::beta()).
+	double beta = 0;
 	csd::Estimator estimator = csd::Estimator::Exact;
 	std::string backend = "none"; // none, emulated, xrt
 	csd::EmulatedConfig emulated;
@@ -58,6 +62,8 @@ struct KvStats {
 	// the CPU pool, and by the backend from submit to its last Score Block. beta() = f_c / f_s is the
 	// CPU:storage capacity ratio at which both finish together (HillInfer Eq. 1).
 	uint64_t cpu_score_ns = 0, storage_score_ns = 0;
+	uint64_t cpu_runs = 0, storage_runs = 0; // selects that scored CPU pages / storage backend jobs
+	uint64_t cpu_tokens = 0, storage_tokens = 0, storage_bytes = 0; // held now (stats() counts them)
 	double beta() const
 	{
 		return cpu_score_ns && storage_score_ns && scored_storage
@@ -95,12 +101,18 @@ public:
 	const char *backend_name() const { return backend_ ? backend_->name() : "none"; }
 	const std::string &backend_note() const { return note_; } // fallbacks taken at open, one line
 	KvStats stats() const;
+	double beta() const;	  // the split in force: the configured one, or the measured one when adaptive (0 = none)
+	uint64_t budget() const; // the CPU pool's byte target under the split, at most cpu_budget
 	uint64_t row_bytes() const { return geo_.row_bytes(); }
 
 private:
 	struct Page {
-		std::unique_ptr<uint8_t[]> k, v; // k: kmin, kmax, keys (the K slab payload); null when spilled
+		SlabBuffer k, v; // k: kmin, kmax, keys (the K slab payload); empty when spilled
 		uint32_t n_tokens = 0, hits = 0;
+		// CRC32C of the keys and of the V rows, chained as tokens are appended (the rows are hot in
+		// the cache then), so a spill seals the slabs without reading the page again. Only full pages
+		// spill and a full page never changes, so the values stay right when it comes back.
+		uint32_t keys_crc = 0, v_crc = 0;
 		int64_t k_off = -1, v_off = -1;
 	};
 	struct Pending {
@@ -119,6 +131,7 @@ private:
 	int fetch(uint32_t layer, const std::vector<uint32_t> &pages,
 		  const std::function<void(uint32_t page, SlabKind kind, const uint8_t *payload)> &fn);
 	uint64_t page_bytes() const;
+	uint64_t slab_bytes_ = 0; // a page's K or V in slab layout: header, the larger payload, 4096-aligned
 
 	KvShape shape_;
 	KvOptions opt_;

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 namespace llmcache::kv {
@@ -101,6 +102,8 @@ Server::~Server()
 {
 	while (!sessions_.empty())
 		free_session(sessions_.size() - 1);
+	push_stats(); // the last word: no sessions, the counters of all
+
 	for (const Conn &c : conns_)
 		close(c.fd);
 	for (int fd : {listen_fd_, epoll_fd_, stop_fd_})
@@ -116,11 +119,36 @@ void Server::stop()
 	(void)!write(stop_fd_, &one, sizeof(one));
 }
 
+void Server::push_stats()
+{
+	if (!feed_.active())
+		return;
+	KvStats total = retired_;
+	double beta = 0;
+	for (const auto &s : sessions_)
+		if (s->kv) {
+			add_stats(total, s->kv->stats(), true);
+			beta = std::max(beta, s->kv->beta());
+		}
+	std::string err;
+	if (feed_.push(kernel_stats(total, (uint32_t)sessions_.size(), beta, cfg_.kv.backend != "none"), err) < 0)
+		log(err);
+}
+
 int Server::run()
 {
 	epoll_event evs[32];
+	// With the kernel module loaded, the statistics go to /sys/kernel/llmcache/kv/ about once a second.
+	using Clock = std::chrono::steady_clock;
+	if (feed_.open())
+		push_stats();
+	auto pushed = Clock::now();
 	for (;;) {
-		const int n = epoll_wait(epoll_fd_, evs, 32, -1);
+		if (feed_.active() && Clock::now() - pushed >= std::chrono::seconds(1)) {
+			push_stats();
+			pushed = Clock::now();
+		}
+		const int n = epoll_wait(epoll_fd_, evs, 32, feed_.active() ? 1000 : -1);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -164,6 +192,8 @@ void Server::accept_one()
 void Server::free_session(size_t i)
 {
 	Session &s = *sessions_[i];
+	if (s.kv)
+		add_stats(retired_, s.kv->stats(), false);
 	s.kv.reset();
 	if (s.shm)
 		munmap(s.shm, s.layout.size);

@@ -7,6 +7,7 @@
  * of the storage device. Tensors move through the session's sealed memfd (protocol.hpp).
  */
 #pragma once
+#include "kv/kernel_stats.hpp"
 #include "kv/kv_store.hpp"
 #include "kv/protocol.hpp"
 
@@ -65,6 +66,7 @@ private:
 	std::string open_session(Conn &c, const proto::Open &o, int memfd, proto::Reply &r);
 	int open_store(Session &s, std::string &err);
 	std::string status(const Conn &c) const;
+	void push_stats(); // to /sys/kernel/llmcache/kv/ through the module, when it is loaded
 
 	ServerConfig cfg_;
 	int listen_fd_ = -1, epoll_fd_ = -1, stop_fd_ = -1;
@@ -73,6 +75,8 @@ private:
 	std::vector<std::unique_ptr<Session>> sessions_;
 	std::vector<int> free_regions_;
 	uint64_t next_id_ = 1;
+	KernelStatsFeed feed_;
+	KvStats retired_; // counters of closed sessions
 };
 
 } // namespace llmcache::kv

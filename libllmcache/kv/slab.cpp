@@ -15,7 +15,8 @@ static uint32_t header_crc(const SlabHeader &h)
 	return crc32c(&c, sizeof(c));
 }
 
-void slab_seal(void *slab, const SlabId &id, uint32_t n_tokens, uint32_t payload_bytes, uint64_t seq)
+void slab_seal(void *slab, const SlabId &id, uint32_t n_tokens, uint32_t payload_bytes, uint64_t seq,
+	       const uint32_t *payload_crc)
 {
 	SlabHeader h{};
 	h.magic = SLAB_MAGIC;
@@ -27,7 +28,8 @@ void slab_seal(void *slab, const SlabId &id, uint32_t n_tokens, uint32_t payload
 	h.n_tokens = n_tokens;
 	h.payload_bytes = payload_bytes;
 	h.seq = seq;
-	h.payload_crc = crc32c(static_cast<const uint8_t *>(slab) + sizeof(SlabHeader), payload_bytes);
+	h.payload_crc = payload_crc ? *payload_crc
+				    : crc32c(static_cast<const uint8_t *>(slab) + sizeof(SlabHeader), payload_bytes);
 	h.header_crc = header_crc(h);
 	std::memcpy(slab, &h, sizeof(h));
 }

@@ -42,8 +42,10 @@ struct SlabId {
 	SlabKind kind;
 };
 
-// Fills the header of a slab whose payload is already in place after it.
-void slab_seal(void *slab, const SlabId &id, uint32_t n_tokens, uint32_t payload_bytes, uint64_t seq);
+// Fills the header of a slab whose payload is already in place after it; payload_crc, when given, is
+// the payload's CRC32C computed earlier (as the CPU pool does while appending), else it is computed.
+void slab_seal(void *slab, const SlabId &id, uint32_t n_tokens, uint32_t payload_bytes, uint64_t seq,
+	       const uint32_t *payload_crc = nullptr);
 // 0 if the slab is the one expected and intact; -EBADMSG with a sentence in err otherwise.
 int slab_verify(const void *slab, uint64_t slab_bytes, const SlabId &id, uint64_t offset, const std::string &path,
 		std::string &err);

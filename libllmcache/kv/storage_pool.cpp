@@ -10,7 +10,10 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <new>
 #include <random>
 
 namespace llmcache::kv {
@@ -25,6 +28,18 @@ struct Timer {
 	~Timer() { ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count(); }
 };
 } // namespace
+
+SlabBuffer::SlabBuffer(uint64_t slab_bytes, uint64_t payload_bytes)
+{
+	auto p = static_cast<uint8_t *>(std::aligned_alloc(SLAB_ALIGN, slab_bytes));
+	if (!p)
+		throw std::bad_alloc();
+	std::memset(p, 0, sizeof(SlabHeader));
+	std::memset(p + sizeof(SlabHeader) + payload_bytes, 0, slab_bytes - sizeof(SlabHeader) - payload_bytes);
+	base_.reset(p);
+}
+
+void SlabBuffer::Free::operator()(uint8_t *p) const { std::free(p); }
 
 int StoragePool::open(const StorageConfig &cfg, std::unique_ptr<StoragePool> &out, std::string &err)
 {
@@ -121,8 +136,8 @@ int StoragePool::run(size_t n, const Prep &prep, const Done &done)
 			io_uring_sqe sqe{};
 			prep(i, 0, &sqe);
 			void *buf = reinterpret_cast<void *>((uintptr_t)sqe.addr);
-			const ssize_t r = sqe.opcode == IORING_OP_WRITE_FIXED ? pwrite(fd_, buf, sqe.len, (off_t)sqe.off)
-									   : pread(fd_, buf, sqe.len, (off_t)sqe.off);
+			const bool wr = sqe.opcode == IORING_OP_WRITE_FIXED || sqe.opcode == IORING_OP_WRITE;
+			const ssize_t r = wr ? pwrite(fd_, buf, sqe.len, (off_t)sqe.off) : pread(fd_, buf, sqe.len, (off_t)sqe.off);
 			const int e = done(i, 0, r < 0 ? -errno : (int)r);
 			if (e < 0 && !first)
 				first = e;
@@ -133,10 +148,14 @@ int StoragePool::run(size_t n, const Prep &prep, const Done &done)
 	for (unsigned b = cfg_.queue_depth; b-- > 0;)
 		idle.push_back(b);
 	std::vector<size_t> item_of(cfg_.queue_depth);
+	// Completions are reaped as they come but handled one at a time, and every buffer freed is
+	// refilled before the next is handled: verifying a slab (or any wait for the CPU on a busy
+	// machine) never leaves the device without requests. Each request is submitted as soon as it is
+	// prepared, since preparing a write computes its checksum.
+	std::deque<std::pair<unsigned, int>> ready; // completed: buffer, result
 	size_t next = 0, inflight = 0;
 	int first = 0;
-	while (next < n || inflight) {
-		unsigned queued = 0;
+	while (next < n || inflight || !ready.empty()) {
 		while (next < n && !idle.empty()) {
 			io_uring_sqe *sqe = ring_.get_sqe();
 			if (!sqe)
@@ -147,21 +166,25 @@ int StoragePool::run(size_t n, const Prep &prep, const Done &done)
 			prep(next++, b, sqe);
 			sqe->flags |= IOSQE_FIXED_FILE;
 			sqe->user_data = b;
-			queued++;
+			inflight++;
+			if (int r = ring_.submit(0); r < 0)
+				return r; // the ring is unusable; nothing was acknowledged as stored
 		}
-		inflight += queued;
-		int r = ring_.submit(inflight ? 1 : 0);
-		if (r < 0)
-			return r; // the ring is unusable; nothing was acknowledged as stored
+		if (ready.empty() && inflight)
+			if (int r = ring_.submit(1); r < 0)
+				return r;
 		io_uring_cqe cqe;
 		while (ring_.pop(cqe)) {
-			const unsigned b = (unsigned)cqe.user_data;
+			ready.emplace_back((unsigned)cqe.user_data, cqe.res);
 			inflight--;
-			idle.push_back(b);
-			int e = done(item_of[b], b, cqe.res);
-			if (e < 0 && !first)
-				first = e;
 		}
+		if (ready.empty())
+			continue;
+		const auto [b, res] = ready.front();
+		ready.pop_front();
+		if (int e = done(item_of[b], b, res); e < 0 && !first)
+			first = e;
+		idle.push_back(b);
 	}
 	return first;
 }
@@ -180,8 +203,10 @@ int StoragePool::write(std::span<const SlabWrite> slabs, std::vector<int64_t> &r
 	};
 	std::vector<size_t> todo;
 	for (size_t i = 0; i < slabs.size(); i++) {
-		if (sizeof(SlabHeader) + slabs[i].a_len + slabs[i].b_len > sb) {
-			fail(i, -EINVAL, "slab payload larger than the slab size");
+		const SlabWrite &w = slabs[i];
+		if (sizeof(SlabHeader) + w.a_len + w.b_len > sb ||
+		    (w.slab && (w.a != w.slab + sizeof(SlabHeader) || w.b_len || (uintptr_t)w.slab % SLAB_ALIGN))) {
+			fail(i, -EINVAL, "slab payload larger than the slab size, or an unaligned in-place slab");
 			continue;
 		}
 		if (free_.empty()) {
@@ -198,13 +223,18 @@ int StoragePool::write(std::span<const SlabWrite> slabs, std::vector<int64_t> &r
 		todo.size(),
 		[&](size_t k, unsigned b, io_uring_sqe *sqe) {
 			const SlabWrite &w = slabs[todo[k]];
+			if (w.slab) { // the caller's SlabBuffer: sealed and written where it is
+				slab_seal(w.slab, w.id, w.n_tokens, (uint32_t)w.a_len, ++seq_, w.crc_known ? &w.crc : nullptr);
+				io_uring_prep_write(sqe, 0, w.slab, (unsigned)sb, (uint64_t)result[todo[k]]);
+				return;
+			}
 			uint8_t *buf = bufs_ + (size_t)b * sb, *p = buf + sizeof(SlabHeader);
 			std::memcpy(p, w.a, w.a_len);
 			if (w.b_len)
 				std::memcpy(p + w.a_len, w.b, w.b_len);
 			const size_t used = sizeof(SlabHeader) + w.a_len + w.b_len;
 			std::memset(buf + used, 0, sb - used);
-			slab_seal(buf, w.id, w.n_tokens, (uint32_t)(w.a_len + w.b_len), ++seq_);
+			slab_seal(buf, w.id, w.n_tokens, (uint32_t)(w.a_len + w.b_len), ++seq_, w.crc_known ? &w.crc : nullptr);
 			io_uring_prep_write_fixed(sqe, 0, buf, (unsigned)sb, (uint64_t)result[todo[k]], (int)b);
 		},
 		[&](size_t k, unsigned, int res) {

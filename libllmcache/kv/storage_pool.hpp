@@ -29,7 +29,10 @@ struct StorageConfig {
 	bool use_io_uring = true; // false: synchronous pread/pwrite (also the fallback when io_uring is refused)
 };
 
-// One slab to write: its identity and its payload as up to two pieces laid end to end.
+// One slab to write: its identity and its payload as up to two pieces laid end to end. When slab is
+// set, the payload (a, a_len) already sits in that SlabBuffer of the pool's slab size: the pool seals
+// the header in place and writes the buffer itself, without copying it. crc, when crc_known, is the
+// payload's CRC32C computed by the caller while the data was hot (it is not recomputed).
 struct SlabWrite {
 	SlabId id;
 	uint32_t n_tokens;
@@ -37,6 +40,27 @@ struct SlabWrite {
 	size_t a_len;
 	const void *b;
 	size_t b_len;
+	uint8_t *slab = nullptr;
+	uint32_t crc = 0;
+	bool crc_known = false;
+};
+
+// Memory laid out as a slab (SLAB_ALIGN-aligned, header room, payload, zero tail): the CPU pool keeps
+// its pages in these so that a spill writes them straight to the device (O_DIRECT needs the alignment).
+class SlabBuffer {
+public:
+	SlabBuffer() = default;
+	SlabBuffer(uint64_t slab_bytes, uint64_t payload_bytes); // header room and tail zeroed
+	uint8_t *get() const { return base_ ? base_.get() + sizeof(SlabHeader) : nullptr; } // the payload
+	uint8_t *slab() const { return base_.get(); }
+	explicit operator bool() const { return base_ != nullptr; }
+	void reset() { base_.reset(); }
+
+private:
+	struct Free {
+		void operator()(uint8_t *p) const;
+	};
+	std::unique_ptr<uint8_t, Free> base_;
 };
 
 struct SlabRead {

@@ -36,6 +36,11 @@ out=$(LLMCACHE_BUILD="$build" LLMCACHE_BIN="$bin" "$src/tests/vm/run.sh" "$k" --
 echo "== llmcachectl on $k: $(tail -n 2 <<<"$out" | head -n 1)"
 [ $rc -eq 0 ] || { echo "FAIL: llmcachectl in the VM ($rc): $out"; fails=$((fails + 1)); }
 
+# llmcached's KV statistics under /sys/kernel/llmcache/kv/, inside the VM.
+out=$(LLMCACHE_BUILD="$build" LLMCACHE_BIN="$bin" "$src/tests/vm/run.sh" "$k" -- sh "$src/tests/vm/kv-stats-check.sh" 2>&1) && rc=0 || rc=$?
+echo "== llmcached KV stats on $k: $(tail -n 2 <<<"$out" | head -n 1)"
+[ $rc -eq 0 ] || { echo "FAIL: KV stats in the VM ($rc): $out"; fails=$((fails + 1)); }
+
 for k in $kernels; do
 	echo "== kselftest on $k"
 	out=$(LLMCACHE_BUILD="$build" "$src/tests/vm/run.sh" --timeout 900 "$k" -- "$build/kselftest/llmcache_test" 2>&1) && rc=0 || rc=$?

@@ -1512,3 +1512,114 @@ int main(int argc, char **argv)
 		ksft_exit_skip("llmcache: no module: set LLMCACHE_KO to llmcache.ko built for this kernel\n");
 	return test_harness_run(argc, argv);
 }
+
+/*
+ * KV statistics (kmod/kv.c): llmcached pushes its totals with LLMCACHE_IOC_KV_STATS and they show
+ * under /sys/kernel/llmcache/kv/, one read-only value per file; a push of the wrong size, with flags
+ * or reserved words set, or of garbage is refused with -EINVAL and changes nothing.
+ */
+static const char *const kv_top[] = { "sessions", "beta_milli", "selects", "pushes", "last_push_ns" };
+static const char *const kv_fields[] = { "bytes", "bus_bytes", "kernel_runs", "restores", "score_latency_ns",
+					 "scored_tokens", "spills", "tokens" };
+
+static __u64 kv_field(const struct llmcache_kv_pool_stats *p, const char *name)
+{
+	return !strcmp(name, "bytes") ? p->bytes : !strcmp(name, "tokens") ? p->tokens :
+	       !strcmp(name, "spills") ? p->spills : !strcmp(name, "restores") ? p->restores :
+	       !strcmp(name, "bus_bytes") ? p->bus_bytes : !strcmp(name, "kernel_runs") ? p->kernel_runs :
+	       !strcmp(name, "scored_tokens") ? p->scored_tokens : p->score_latency_ns;
+}
+
+static struct llmcache_ioc_kv_stats kv_sample(void)
+{
+	struct llmcache_ioc_kv_stats st = { .size = sizeof(st), .sessions = 3, .beta_milli = 1250, .selects = 99 };
+	int p;
+
+	for (p = 0; p < LLMCACHE_KV_NR_POOLS; p++)
+		st.pool[p] = (struct llmcache_kv_pool_stats){ 1000 * (p + 1) + 1, 1000 * (p + 1) + 2, 1000 * (p + 1) + 3,
+							      1000 * (p + 1) + 4, 1000 * (p + 1) + 5, 1000 * (p + 1) + 6,
+							      1000 * (p + 1) + 7, 1000 * (p + 1) + 8 };
+	return st;
+}
+
+static void kv_expect(struct __test_metadata *_metadata, const struct llmcache_ioc_kv_stats *st)
+{
+	const char *pools[] = { "cpu", "storage" };
+	char name[64];
+	size_t p, f;
+
+	EXPECT_EQ(st->sessions, sysfs_num("kv/sessions"));
+	EXPECT_EQ(st->beta_milli, sysfs_num("kv/beta_milli"));
+	EXPECT_EQ(st->selects, sysfs_num("kv/selects"));
+	for (p = 0; p < 2; p++)
+		for (f = 0; f < sizeof(kv_fields) / sizeof(*kv_fields); f++) {
+			snprintf(name, sizeof(name), "kv/%s/%s", pools[p], kv_fields[f]);
+			EXPECT_EQ(kv_field(&st->pool[p], kv_fields[f]), sysfs_num(name)) TH_LOG("%s", name);
+		}
+}
+
+TEST_F(llmcache, kv_stats_files)
+{
+	const char *pools[] = { "cpu", "storage" };
+	char path[256];
+	struct stat st;
+	size_t i, p;
+
+	for (i = 0; i < sizeof(kv_top) / sizeof(*kv_top); i++) {
+		snprintf(path, sizeof(path), SYSFS "/kv/%s", kv_top[i]);
+		ASSERT_EQ(0, stat(path, &st)) TH_LOG("%s", path);
+		EXPECT_EQ(0444, st.st_mode & 07777) TH_LOG("%s", path);
+		EXPECT_EQ(0, sysfs_num(path + strlen(SYSFS) + 1)) TH_LOG("%s: 0 before any push", path);
+	}
+	for (p = 0; p < 2; p++)
+		for (i = 0; i < sizeof(kv_fields) / sizeof(*kv_fields); i++) {
+			snprintf(path, sizeof(path), SYSFS "/kv/%s/%s", pools[p], kv_fields[i]);
+			ASSERT_EQ(0, stat(path, &st)) TH_LOG("%s", path);
+			EXPECT_EQ(0444, st.st_mode & 07777) TH_LOG("%s", path);
+			EXPECT_EQ(0, sysfs_num(path + strlen(SYSFS) + 1)) TH_LOG("%s", path);
+			EXPECT_EQ(-EACCES, sysfs_write(path + strlen(SYSFS) + 1, "1")) TH_LOG("%s", path);
+		}
+}
+
+TEST_F(llmcache, kv_stats_ioctl)
+{
+	struct llmcache_ioc_kv_stats st = kv_sample(), bad;
+	unsigned char garbage[sizeof(st)];
+	size_t i;
+
+	ASSERT_EQ(0, ioctl(self->dev, LLMCACHE_IOC_KV_STATS, &st));
+	EXPECT_EQ(1, sysfs_num("kv/pushes"));
+	EXPECT_LT(0, sysfs_num("kv/last_push_ns"));
+	kv_expect(_metadata, &st);
+
+	bad = st;
+	bad.size = sizeof(bad) - 8;
+	EXPECT_EQ(-1, ioctl(self->dev, LLMCACHE_IOC_KV_STATS, &bad));
+	EXPECT_EQ(EINVAL, errno);
+	bad = st;
+	bad.flags = 1;
+	EXPECT_EQ(-1, ioctl(self->dev, LLMCACHE_IOC_KV_STATS, &bad));
+	EXPECT_EQ(EINVAL, errno);
+	bad = st;
+	bad.reserved[2] = 7;
+	EXPECT_EQ(-1, ioctl(self->dev, LLMCACHE_IOC_KV_STATS, &bad));
+	EXPECT_EQ(EINVAL, errno);
+	for (i = 0; i < sizeof(garbage); i++)
+		garbage[i] = (unsigned char)(i * 151 + 89);
+	EXPECT_EQ(-1, ioctl(self->dev, LLMCACHE_IOC_KV_STATS, garbage));
+	EXPECT_EQ(EINVAL, errno);
+	/* Another size is another command; no buffer is a fault. */
+	EXPECT_EQ(-1, ioctl(self->dev, _IOW(LLMCACHE_IOC_MAGIC, 9, __u64), &st));
+	EXPECT_EQ(ENOTTY, errno);
+	EXPECT_EQ(-1, ioctl(self->dev, LLMCACHE_IOC_KV_STATS, NULL));
+	EXPECT_EQ(EFAULT, errno);
+	/* Nothing refused changed anything. */
+	EXPECT_EQ(1, sysfs_num("kv/pushes"));
+	kv_expect(_metadata, &st);
+
+	st.sessions = 0;
+	st.pool[LLMCACHE_KV_POOL_STORAGE].spills += 5;
+	ASSERT_EQ(0, ioctl(self->dev, LLMCACHE_IOC_KV_STATS, &st));
+	EXPECT_EQ(2, sysfs_num("kv/pushes"));
+	kv_expect(_metadata, &st);
+}

@@ -102,6 +102,55 @@ void score_exact__gqa_each_dtype__equals_direct_sum(void **)
 	}
 }
 
+// The kernel's rounding, written out: CSD_LANES partial sums (lane l takes dims l, l + 16, ...), each
+// product rounded before its add, then the lanes summed in order. Whatever path the host takes (the
+// AVX2 form where present), score_exact must give exactly these bits on random keys.
+float sixteen_lane_dot(const float *qg, const std::vector<float> &k, size_t row, uint32_t dims)
+{
+	float part[CSD_LANES] = {};
+	for (uint32_t i = 0; i < dims; i++) {
+		const volatile float prod = qg[i] * k[row + i]; // volatile: no fused multiply-add
+		part[i % CSD_LANES] += prod;
+	}
+	float acc = 0.0f;
+	for (float p : part)
+		acc += p;
+	return acc;
+}
+
+void score_exact__random_keys_each_path__same_bits_as_sixteen_lanes(void **)
+{
+	std::mt19937 rng(7);
+	std::uniform_real_distribution<float> uni(-2.0f, 2.0f);
+	for (uint32_t dt : {CSD_FP32, CSD_FP16}) {
+		for (uint32_t head_dim : {128u, 40u, 7u}) {
+			const uint32_t q_heads = 4, kv_heads = 2, dims = kv_heads * head_dim, n = 33;
+			std::vector<float> q(q_heads * head_dim), keys((size_t)n * dims), qg(dims, 0.0f);
+			for (auto &x : q)
+				x = uni(rng);
+			std::vector<uint32_t> words(dt == CSD_FP32 ? keys.size() : (keys.size() + 1) / 2);
+			for (size_t i = 0; i < keys.size(); i++) {
+				const uint16_t h = (uint16_t)(rng() & 0x7fff ? rng() & 0xfbff : 0); // finite halves
+				keys[i] = dt == CSD_FP32 ? uni(rng) : csd_half_to_float(h);
+				if (dt == CSD_FP32)
+					std::memcpy(&words[i], &keys[i], 4);
+				else
+					words[i / 2] |= (uint32_t)h << (i % 2 ? 16 : 0);
+			}
+			for (uint32_t h = 0; h < q_heads; h++)
+				for (uint32_t d = 0; d < head_dim; d++)
+					qg[(h / 2) * head_dim + d] += q[h * head_dim + d];
+			std::vector<csd_score> out(n);
+			uint32_t blocks = 0;
+			score_exact(q.data(), words.data(), n, 0, q_heads, kv_heads, head_dim, dt, 64, out.data(), &blocks);
+			for (uint32_t t = 0; t < n; t++) {
+				const float want = sixteen_lane_dot(qg.data(), keys, (size_t)t * dims, dims);
+				assert_memory_equal(&out[t].score, &want, sizeof(float));
+			}
+		}
+	}
+}
+
 void score_exact__invalid_shape__writes_nothing(void **)
 {
 	float q[4] = {1, 1, 1, 1};
@@ -156,6 +205,28 @@ void crc32c__check_value_and_chaining__standard(void **)
 	assert_int_not_equal(crc32c(buf.data(), buf.size()), whole);
 }
 
+// The fast form (three interleaved crc32 streams joined by carry-less multiplies) equals the byte
+// table for every length around the round size and for unaligned starts and chained calls.
+void crc32c__fast_form_and_combine__equal_table(void **)
+{
+	using llmcache::kv::crc32c;
+	using llmcache::kv::crc32c_portable;
+	std::vector<uint8_t> buf(3 * 3 * 4096 + 999);
+	uint64_t x = 12345;
+	for (auto &b : buf)
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17, b = (uint8_t)x;
+	for (size_t len : {0ul, 1ul, 7ul, 8ul, 12287ul, 12288ul, 12289ul, 24576ul, 30000ul, buf.size() - 3})
+		for (size_t off : {0ul, 1ul, 3ul}) {
+			assert_int_equal(crc32c(buf.data() + off, len), crc32c_portable(buf.data() + off, len));
+			assert_int_equal(crc32c(buf.data() + off, len, 0xdeadbeef), crc32c_portable(buf.data() + off, len, 0xdeadbeef));
+		}
+	assert_int_equal(crc32c_portable("123456789", 9), 0xe3069283u);
+	for (size_t split : {0ul, 1ul, 100ul, 4096ul, 20000ul, buf.size()})
+		assert_int_equal(llmcache::kv::crc32c_combine(crc32c(buf.data(), split), crc32c(buf.data() + split, buf.size() - split),
+							      buf.size() - split),
+				 crc32c(buf.data(), buf.size()));
+}
+
 } // namespace
 
 int main()
@@ -163,9 +234,11 @@ int main()
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(half_to_float__every_bit_pattern__matches_reference),
 		cmocka_unit_test(score_exact__gqa_each_dtype__equals_direct_sum),
+		cmocka_unit_test(score_exact__random_keys_each_path__same_bits_as_sixteen_lanes),
 		cmocka_unit_test(score_exact__invalid_shape__writes_nothing),
 		cmocka_unit_test(score_quest_bounds__random_pages__bound_every_token),
 		cmocka_unit_test(crc32c__check_value_and_chaining__standard),
+		cmocka_unit_test(crc32c__fast_form_and_combine__equal_table),
 	};
 	return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# make bench, KV half: storage pool spill/restore against fio (a loop device over a file, and a plain
+# file, with O_DIRECT), CPU scoring against the memory-bandwidth bound, and decode steps at 4K-32K
+# contexts with the none and emulated backends. Scratch files go to KV_BENCH_DIR (default /var/tmp:
+# it must be a file system with O_DIRECT, not tmpfs) and are removed at the end.
+# Usage: scripts/bench-kv.sh TESTS_DIR RESULTS_DIR
+# Environment: KV_BENCH_MIB (storage pass, 256), KV_BENCH_ROUNDS (5), KV_DECODE_CONTEXTS
+# (4096,8192,16384,32768), KV_DECODE_BATCHES (1,8), KV_DECODE_LAYERS (1), KV_DECODE_STEPS (3),
+# KV_DECODE_HEAVY (16: one page in 16 holds the important keys; 0: uniformly random keys).
+set -euo pipefail
+tests=${1:?usage: bench-kv.sh TESTS_DIR RESULTS_DIR}
+out=${2:?usage: bench-kv.sh TESTS_DIR RESULTS_DIR}
+mkdir -p "$out"
+command -v fio >/dev/null || { echo "bench-kv: fio is missing: run make deps (scripts/deps/kv.list)" >&2; exit 1; }
+dir=$(mktemp -d "${KV_BENCH_DIR:-/var/tmp}/llmcache-kvbench.XXXXXX")
+loop=
+cleanup() {
+	[ -n "$loop" ] && losetup -d "$loop" 2>/dev/null
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+mib=${KV_BENCH_MIB:-256}
+contexts=${KV_DECODE_CONTEXTS:-4096,8192,16384,32768}
+batches=${KV_DECODE_BATCHES:-1,8}
+layers=${KV_DECODE_LAYERS:-1}
+
+# Storage: the plain file is preallocated and written once so that no pass pays for allocation.
+dd if=/dev/zero of="$dir/plain.img" bs=1M count=$((mib + 64)) oflag=direct status=none
+truncate -s $(((mib + 64) << 20)) "$dir/loop.img"
+targets=$dir/plain.img
+if [ "$(id -u)" = 0 ] && loop=$(losetup -f --show "$dir/loop.img" 2>/dev/null); then
+	targets=$loop,$targets
+else
+	loop=
+	echo "(not root or no loop devices: the storage pool is measured on the plain file only)"
+fi
+echo "=== KV storage pool against fio (O_DIRECT, io_uring, same block size and queue depth, interleaved) ==="
+"$tests/bench_kv_storage" "$targets" "$mib" "${KV_BENCH_ROUNDS:-5}" | tee "$out/kv-storage.txt" || true
+
+echo
+echo "=== KV scoring: exact kernel against the memory-bandwidth bound ==="
+"$tests/bench_kv_score" | tee "$out/kv-score.txt"
+
+echo
+echo "=== KV decode steps: none against emulated (an emulation of a SmartSSD) ==="
+max_ctx=$(tr ',' '\n' <<<"$contexts" | sort -n | tail -1)
+max_batch=$(tr ',' '\n' <<<"$batches" | sort -n | tail -1)
+truncate -s $((max_ctx * max_batch * layers * 16384 * 3 / 2 + (max_batch << 27))) "$dir/decode.img"
+dev=$dir/decode.img
+if [ -n "$loop" ]; then
+	losetup -d "$loop"
+	loop=$(losetup -f --show "$dir/decode.img")
+	dev=$loop
+fi
+"$tests/bench_kv_decode" "$dev" "$contexts" "$batches" "$layers" "${KV_DECODE_STEPS:-3}" "${KV_DECODE_HEAVY:-16}" | tee "$out/kv-decode.txt"

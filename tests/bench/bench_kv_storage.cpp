@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: MIT
+// make bench: spill and restore bandwidth of the KV storage pool (io_uring, O_DIRECT, registered
+// buffers, CRC32C-sealed slabs) against fio on the same target, block size and queue depth, in the
+// same run. Each round runs fio write, pool spill, fio read, pool restore back to back, so both see
+// the same load from whatever else runs on the machine; the ratio is taken per round and the median
+// round is reported. A spill is StoragePool::write of pages held in SlabBuffers, as the CPU pool
+// holds them: the payload's CRC32C was computed when it was filled (the CPU pool chains it as tokens
+// are appended), the header is sealed in place and io_uring writes the page itself. fio's job is one
+// stream, so the pool's comparable unit is one call for the whole pass; passes of 128-slab calls
+// (37 MiB, the spill batch of the default 256 MiB budget) show what the queue drain at the end of
+// each synchronous call costs. A restore is StoragePool::read (io_uring, verification of every slab,
+// the slab handed to a consumer that touches its payload).
+#include "kv/crc32c.hpp"
+#include "kv/storage_pool.hpp"
+
+#include <fcntl.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace llmcache::kv;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string cpu_model()
+{
+	std::ifstream in("/proc/cpuinfo");
+	for (std::string line; std::getline(in, line);)
+		if (line.rfind("model name", 0) == 0)
+			return line.substr(line.find(':') + 2);
+	return "unknown CPU";
+}
+
+[[noreturn]] void die(const std::string &msg)
+{
+	std::fprintf(stderr, "bench_kv_storage: %s\n", msg.c_str());
+	std::exit(1);
+}
+
+double json_number(const std::string &out, const std::string &key, size_t from)
+{
+	const size_t at = out.find("\"" + key + "\" : ", from);
+	if (at == std::string::npos)
+		die("cannot find " + key + " in fio's output");
+	return std::strtod(out.c_str() + at + key.size() + 5, nullptr);
+}
+
+// fio's bandwidth in bytes/s for one sequential pass (rw = write or read) with O_DIRECT, io_uring,
+// registered buffers and a registered file: the same mechanisms the pool uses. cpu_per_gb: fio's CPU
+// seconds (user + system, from its own accounting) per GB moved.
+double fio_bw(const std::string &target, const char *rw, uint64_t bs, unsigned qd, uint64_t bytes, double &cpu_per_gb)
+{
+	const std::string cmd = "fio --name=kv --filename=" + target + " --rw=" + rw + " --bs=" + std::to_string(bs) +
+				" --iodepth=" + std::to_string(qd) + " --size=" + std::to_string(bytes) +
+				" --ioengine=io_uring --direct=1 --fixedbufs=1 --registerfiles=1 --offset=0"
+				" --numjobs=1 --output-format=json 2>&1";
+	FILE *p = popen(cmd.c_str(), "r");
+	if (!p)
+		die("cannot run fio");
+	std::string out;
+	char buf[4096];
+	for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;)
+		out.append(buf, n);
+	if (pclose(p) != 0)
+		die("fio failed: " + cmd + "\n" + out);
+	const size_t job = out.find("\"jobs\" : [");
+	const size_t sec = out.find(std::string("\"") + rw + "\" : {", job);
+	if (job == std::string::npos || sec == std::string::npos)
+		die("cannot find the " + std::string(rw) + " section in fio's output");
+	const double bw = json_number(out, "bw_bytes", sec), io = json_number(out, "io_bytes", sec);
+	const double runtime_s = json_number(out, "job_runtime", job) / 1e3;
+	cpu_per_gb = (json_number(out, "usr_cpu", sec) + json_number(out, "sys_cpu", sec)) / 100 * runtime_s / (io / 1e9);
+	return bw;
+}
+
+struct PoolRun {
+	double spill_bw = 0, restore_bw = 0, spill_cpu = 0, restore_cpu = 0; // CPU seconds per GB
+};
+
+double process_cpu()
+{
+	timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// One pass: n_slabs spilled in calls of `batch` slabs (one distinct buffer each), then restored.
+PoolRun pool_pass(StoragePool &pool, const std::vector<SlabBuffer> &payloads, const std::vector<uint32_t> &crcs,
+		  uint64_t n_slabs, uint64_t batch)
+{
+	PoolRun r;
+	std::vector<SlabWrite> w;
+	std::vector<SlabRead> reads;
+	std::vector<int64_t> res;
+	std::string err;
+	const double gb = (double)(n_slabs * pool.slab_bytes()) / 1e9;
+	double c0 = process_cpu();
+	const auto t0 = Clock::now();
+	for (uint64_t s = 0; s < n_slabs; s += batch) {
+		w.clear();
+		for (uint64_t i = s; i < std::min<uint64_t>(n_slabs, s + batch); i++) {
+			const SlabBuffer &p = payloads[i];
+			w.push_back({{pool.pool_id(), 0, (uint32_t)i, SlabKind::K}, 32, p.get(), pool.slab_bytes() - sizeof(SlabHeader),
+				     nullptr, 0, p.slab(), crcs[i], true});
+		}
+		if (pool.write(w, res, err))
+			die("spill failed: " + err);
+		for (size_t i = 0; i < w.size(); i++)
+			reads.push_back({w[i].id, (uint64_t)res[i]});
+	}
+	r.spill_bw = (double)(n_slabs * pool.slab_bytes()) / std::chrono::duration<double>(Clock::now() - t0).count();
+	r.spill_cpu = (process_cpu() - c0) / gb;
+	uint64_t sum = 0;
+	c0 = process_cpu();
+	const auto t1 = Clock::now();
+	for (size_t s = 0; s < reads.size(); s += batch) {
+		const size_t n = std::min<size_t>(batch, reads.size() - s);
+		if (pool.read(std::span(reads).subspan(s, n), [&](size_t, const uint8_t *slab) {
+			    sum += slab[sizeof(SlabHeader)];
+			    return 0;
+		    }, err))
+			die("restore failed: " + err);
+	}
+	r.restore_bw = (double)(n_slabs * pool.slab_bytes()) / std::chrono::duration<double>(Clock::now() - t1).count();
+	r.restore_cpu = (process_cpu() - c0) / gb;
+	for (const SlabRead &rd : reads)
+		pool.release(rd.offset);
+	if (sum == 1)
+		std::puts(""); // keeps the consumer's reads observable
+	return r;
+}
+
+double median(std::vector<double> v)
+{
+	std::sort(v.begin(), v.end());
+	return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+double cpu_now()
+{
+	timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// CRC32C over a slab-sized buffer, per second of this thread's CPU time.
+double crc_rate(uint32_t (*fn)(const void *, size_t, uint32_t))
+{
+	std::vector<uint8_t> b(299008, 0x5a);
+	uint32_t c = 0;
+	const double t0 = cpu_now();
+	for (int i = 0; i < 256; i++)
+		c = fn(b.data(), b.size(), c);
+	const double s = cpu_now() - t0;
+	if (c == 1)
+		std::puts("");
+	return 256.0 * (double)b.size() / s;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		std::fprintf(stderr, "usage: bench_kv_storage TARGET[,TARGET...] [MiB per pass (256)] [rounds (5)] "
+				     "[queue depth (32)] [slab bytes (299008)]\n"
+				     "TARGET: a block device or a file on a file system with O_DIRECT; it is overwritten\n");
+		return 2;
+	}
+	const uint64_t mib = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 256;
+	const int rounds = argc > 3 ? std::atoi(argv[3]) : 5;
+	const unsigned qd = argc > 4 ? (unsigned)std::atoi(argv[4]) : 32;
+	// The default slab: one page of 32 tokens of LLaMA-2-7B K (32 heads x 128, fp16) with its key
+	// bounds and header, rounded up to 4096.
+	const uint64_t sb = argc > 5 ? std::strtoull(argv[5], nullptr, 10) : 299008;
+	const uint64_t n_slabs = (mib << 20) / sb, bytes = n_slabs * sb;
+	const unsigned batch = 128; // slabs per call in the second kind of pass
+	utsname u{};
+	uname(&u);
+	std::printf("machine: %s, %ld cores, Linux %s\n", cpu_model().c_str(), sysconf(_SC_NPROCESSORS_ONLN), u.release);
+	std::printf("CRC32C per CPU-second: %.1f GB/s (the pool's form), %.1f GB/s (byte table)\n", crc_rate(crc32c) / 1e9,
+		    crc_rate(crc32c_portable) / 1e9);
+	std::printf("slab %llu bytes, queue depth %u, %llu MiB per pass, %d rounds, median round\n", (unsigned long long)sb, qd,
+		    (unsigned long long)(bytes >> 20), rounds);
+	std::vector<SlabBuffer> payloads;
+	std::vector<uint32_t> crcs;
+	uint64_t x = 88172645463325252ull;
+	for (uint64_t i = 0; i < n_slabs; i++) {
+		payloads.emplace_back(sb, sb - sizeof(SlabHeader));
+		for (uint8_t *b = payloads.back().get(); b + 8 <= payloads.back().slab() + sb; b += 8) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			std::memcpy(b, &x, 8);
+		}
+		crcs.push_back(crc32c(payloads.back().get(), sb - sizeof(SlabHeader)));
+	}
+
+	std::string targets = argv[1];
+	bool ok = true;
+	for (size_t start = 0; start <= targets.size();) {
+		size_t end = targets.find(',', start);
+		if (end == std::string::npos)
+			end = targets.size();
+		const std::string target = targets.substr(start, end - start);
+		start = end + 1;
+		StorageConfig cfg{target, 0, bytes, sb, qd, true};
+		std::unique_ptr<StoragePool> pool;
+		std::string err;
+		if (StoragePool::open(cfg, pool, err))
+			die(err);
+		if (!pool->note().empty())
+			die("the pool does not use io_uring here: " + pool->note());
+		if (pool->slots() < n_slabs)
+			die(target + " is too small for " + std::to_string(bytes) + " bytes");
+		std::vector<double> fw, fr, pw, pr, bw, br, uw, ur, fuw, fur;
+		for (int i = 0; i < rounds; i++) {
+			double cpu;
+			fw.push_back(fio_bw(target, "write", sb, qd, bytes, cpu));
+			fuw.push_back(cpu);
+			const PoolRun one = pool_pass(*pool, payloads, crcs, n_slabs, n_slabs);
+			fr.push_back(fio_bw(target, "read", sb, qd, bytes, cpu));
+			fur.push_back(cpu);
+			const PoolRun calls = pool_pass(*pool, payloads, crcs, n_slabs, batch);
+			pw.push_back(one.spill_bw / fw.back());
+			pr.push_back(one.restore_bw / fr.back());
+			bw.push_back(calls.spill_bw / fw.back());
+			br.push_back(calls.restore_bw / fr.back());
+			uw.push_back(one.spill_cpu);
+			ur.push_back(one.restore_cpu);
+		}
+		const double mw = median(pw), mr = median(pr);
+		auto row = [](const char *what, double fio, const std::vector<double> &ratio) {
+			std::printf("%-30s %9.2f %10.2f %7.0f%% %6.0f%% - %4.0f%%\n", what, fio / 1e9, fio * median(ratio) / 1e9,
+				    100 * median(ratio), 100 * *std::min_element(ratio.begin(), ratio.end()),
+				    100 * *std::max_element(ratio.begin(), ratio.end()));
+		};
+		std::printf("\n%s\n", target.c_str());
+		std::printf("%-30s %9s %10s %8s %15s\n", "", "fio GB/s", "pool GB/s", "ratio", "ratio range");
+		row("spill, one call per pass", median(fw), pw);
+		row("restore, one call per pass", median(fr), pr);
+		row("spill, 128 slabs per call", median(fw), bw);
+		row("restore, 128 slabs per call", median(fr), br);
+		std::printf("CPU time per GB (user + system of the process; steadier than bandwidth on a shared machine):\n"
+			    "  write: fio %.0f ms, pool %.0f ms;  read: fio %.0f ms, pool %.0f ms (verifying every slab's CRC32C)\n",
+			    1e3 * median(fuw), 1e3 * median(uw), 1e3 * median(fur), 1e3 * median(ur));
+		std::printf("target >= 90%% of fio (one call per pass): spill %s, restore %s\n", mw >= 0.9 ? "met" : "NOT met",
+			    mr >= 0.9 ? "met" : "NOT met");
+		ok = ok && mw >= 0.9 && mr >= 0.9;
+	}
+	return ok ? 0 : 3;
+}
