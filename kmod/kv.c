@@ -10,7 +10,6 @@
  *   kv/storage/ the same for the storage pool.
  * A push with the wrong size, flags or reserved words set is refused with -EINVAL and changes nothing.
  */
-#include <linux/kernfs.h>
 #include <linux/kobject.h>
 #include <linux/ktime.h>
 #include <linux/mutex.h>
@@ -115,15 +114,9 @@ long llc_kv_push(void __user *arg)
 
 int llc_kv_init(void)
 {
-	struct kernfs_node *kn;
 	int err;
 
-	/* sysfs.c made /sys/kernel/llmcache; its kernfs node leads back to that kobject. */
-	kn = kernfs_find_and_get(kernel_kobj->sd, "llmcache");
-	if (!kn)
-		return -ENOENT;
-	llc_kv_kobj = kobject_create_and_add("kv", kn->priv);
-	kernfs_put(kn);
+	llc_kv_kobj = kobject_create_and_add("kv", llc_sysfs_root());
 	if (!llc_kv_kobj)
 		return -ENOMEM;
 	err = sysfs_create_groups(llc_kv_kobj, llc_kv_groups);

@@ -114,6 +114,7 @@ void llc_hooks_exit(void);
 int llc_dev_init(void);
 void llc_dev_exit(void);
 int llc_sysfs_init(void);
+struct kobject *llc_sysfs_root(void);
 void llc_sysfs_exit(void);
 int llc_sysfs_file_add(struct llc_file *f);
 extern const struct kobj_type llc_file_ktype;

@@ -11,6 +11,12 @@
 
 static struct kobject *llc_kobj, *llc_files_kobj;
 
+/* /sys/kernel/llmcache, for the parts that add directories of their own (kv.c). */
+struct kobject *llc_sysfs_root(void)
+{
+	return llc_kobj;
+}
+
 static ssize_t enable_show(struct kobject *k, struct kobj_attribute *a, char *buf)
 {
 	return sysfs_emit(buf, "%d\n", READ_ONCE(llc.enabled));

@@ -24,7 +24,7 @@ if [ ! -x "$BIN/llmtrace" ]; then # the BPF feed is built only with clang, bpfto
 	echo "FAIL: the BPF feed is not built (install the BPF build dependencies: scripts/install-deps.sh bpf)"; exit 1
 fi
 [ -n "${LLMCACHED_TEST_WATCHDOG:-}" ] || LLMCACHED_TEST_WATCHDOG=1 exec timeout -k 10 600 bash "$0" "$@"
-tmp=$(mktemp -d /var/tmp/test_bpf_mode.XXXXXX) # not tmpfs: its pages cannot be dropped
+tmp=$(mktemp -d "${LLMCACHE_SCRATCH:-/var/tmp}/test_bpf_mode.XXXXXX") # not tmpfs: its pages cannot be dropped
 sock=$tmp/llmcached.sock daemon= cg=
 cleanup() {
 	local jobs; jobs=$(jobs -p)

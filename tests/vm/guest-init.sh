@@ -7,6 +7,7 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
+ln -sf /proc/self/fd /dev/fd # bash's process substitution
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
 # /tmp stays the host's (read-only): the checkout under test may live there. Writable temporary files
 # go to a tmpfs under /run (TMPDIR), the workload files to the scratch disk.
