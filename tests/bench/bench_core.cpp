@@ -17,6 +17,7 @@
 
 extern "C" {
 #include "libllmcache/core/core.h"
+#include "machine.hpp"
 }
 
 using namespace llmcache::sim;
@@ -43,15 +44,6 @@ std::vector<Request> decoder_stream(uint64_t tokens)
 			add(0, b);
 	}
 	return out;
-}
-
-std::string cpu_model()
-{
-	std::ifstream in("/proc/cpuinfo");
-	for (std::string line; std::getline(in, line);)
-		if (line.rfind("model name", 0) == 0)
-			return line.substr(line.find(':') + 2);
-	return "unknown CPU";
 }
 
 long rss_kib()

@@ -27,6 +27,7 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include "machine.hpp"
 
 using namespace llmcache;
 using Clock = std::chrono::steady_clock;
@@ -34,15 +35,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr uint32_t HEADS = 32, HEAD_DIM = 128, MODEL_LAYERS = 32, ROWS = 257;
-
-std::string cpu_model()
-{
-	std::ifstream in("/proc/cpuinfo");
-	for (std::string line; std::getline(in, line);)
-		if (line.rfind("model name", 0) == 0)
-			return line.substr(line.find(':') + 2);
-	return "unknown CPU";
-}
 
 [[noreturn]] void die(const std::string &msg)
 {

@@ -22,18 +22,10 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include "machine.hpp"
 #endif
 
 namespace {
-
-std::string cpu_model()
-{
-	std::ifstream in("/proc/cpuinfo");
-	for (std::string line; std::getline(in, line);)
-		if (line.rfind("model name", 0) == 0)
-			return line.substr(line.find(':') + 2);
-	return "unknown CPU";
-}
 
 double cpu_now()
 {

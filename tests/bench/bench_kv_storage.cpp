@@ -27,20 +27,12 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include "machine.hpp"
 
 using namespace llmcache::kv;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-std::string cpu_model()
-{
-	std::ifstream in("/proc/cpuinfo");
-	for (std::string line; std::getline(in, line);)
-		if (line.rfind("model name", 0) == 0)
-			return line.substr(line.find(':') + 2);
-	return "unknown CPU";
-}
 
 [[noreturn]] void die(const std::string &msg)
 {

@@ -206,15 +206,7 @@ int auto_mode(const std::vector<std::string> &args)
 int run(const std::string &cmd, int argc, char **argv)
 {
 	std::vector<std::string> args(argv + 1, argv + argc);
-	try {
-		return cmd == "loops" ? loops(args) : auto_mode(args);
-	} catch (const po::error &e) {
-		std::fprintf(stderr, "llmcachectl %s: %s (see llmcachectl %s --help)\n", cmd.c_str(), e.what(), cmd.c_str());
-		return 2;
-	} catch (const Failure &f) {
-		std::fprintf(stderr, "llmcachectl %s: %s\n", cmd.c_str(), f.what.c_str());
-		return 1;
-	}
+	return report_errors(cmd, [&] { return cmd == "loops" ? loops(args) : auto_mode(args); });
 }
 
 } // namespace

@@ -23,12 +23,15 @@
 #include <boost/program_options.hpp>
 
 #include "../../include/uapi/llmcache.h"
+#include "kmod.hpp"
 #include "kv/protocol.hpp"
 #include "util/units.hpp"
 
 namespace po = boost::program_options;
 namespace proto = llmcache::kv::proto;
 namespace units = llmcache::units;
+using llmcache::kmod::Failure;
+using llmcache::kmod::report_errors;
 
 int cmd_status(int argc, char **argv); // kmod.cpp
 int cmd_loops(int argc, char **argv);  // control.cpp
@@ -46,10 +49,6 @@ struct Line {
 		return "0";
 	}
 	uint64_t num(const std::string &k) const { return std::stoull(get(k)); }
-};
-
-struct Failure {
-	std::string what;
 };
 
 std::string unescape(const std::string &s)
@@ -241,19 +240,6 @@ int daemon_status(const Args &a)
 	return 0;
 }
 
-template <class F> int guarded(const char *name, F f)
-{
-	try {
-		return f();
-	} catch (const po::error &e) {
-		std::fprintf(stderr, "llmcachectl %s: %s (see llmcachectl %s --help)\n", name, e.what(), name);
-		return 2;
-	} catch (const Failure &e) {
-		std::fprintf(stderr, "llmcachectl %s: %s\n", name, e.what.c_str());
-		return 1;
-	}
-}
-
 bool module_loaded() { return access(LLMCACHE_SYSFS_DIR, F_OK) == 0; }
 
 } // namespace
@@ -263,7 +249,7 @@ int cmd_status_routed(int argc, char **argv)
 {
 	if (module_loaded())
 		return cmd_status(argc, argv);
-	return guarded("status", [&] {
+	return report_errors("status", [&] {
 		Args a;
 		return parse_args("status", "settings, statistics and files of llmcache.ko or llmcached --mode=bpf", argc,
 				  argv, a)
@@ -277,7 +263,7 @@ int cmd_loops_routed(int argc, char **argv)
 {
 	if (module_loaded())
 		return cmd_loops(argc, argv);
-	return guarded("loops", [&] {
+	return report_errors("loops", [&] {
 		Args a;
 		if (!parse_args("loops", "the loops and their sizing (S_min = max(0, N - BW*T)), in blocks", argc, argv, a))
 			return 0;

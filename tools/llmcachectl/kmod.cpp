@@ -310,19 +310,13 @@ int set(const std::vector<std::string> &args)
 int run(const std::string &cmd, int argc, char **argv)
 {
 	std::vector<std::string> args(argv + 1, argv + argc);
-	try {
+	return report_errors(cmd, [&] {
 		if (cmd == "status")
 			return status(args);
 		if (cmd == "set")
 			return set(args);
 		return registration(cmd, args);
-	} catch (const po::error &e) {
-		std::fprintf(stderr, "llmcachectl %s: %s (see llmcachectl %s --help)\n", cmd.c_str(), e.what(), cmd.c_str());
-		return 2;
-	} catch (const Failure &f) {
-		std::fprintf(stderr, "llmcachectl %s: %s\n", cmd.c_str(), f.what.c_str());
-		return 1;
-	}
+	});
 }
 
 } // namespace
