@@ -16,7 +16,7 @@ done
 fails=0
 for k in $kernels; do
 	out=$(LLMCACHE_BUILD=$(dirname "$bin") LLMCACHE_BIN="$bin" LLMCACHE_SRC="$src" "$src/tests/vm/run.sh" \
-		--timeout 2400 "$k" -- bash "$src/tests/vm/bpf-check.sh" 2>&1) && rc=0 || rc=$?
+		--timeout 2700 "$k" -- bash "$src/tests/vm/bpf-check.sh" 2>&1) && rc=0 || rc=$?
 	echo "== $k"
 	echo "$out"
 	[ $rc -eq 0 ] || { echo "FAIL: exit $rc on $k"; fails=$((fails + 1)); }

@@ -23,7 +23,7 @@ if [ ! -x "$BIN/llmtrace" ]; then # the BPF feed is built only with clang, bpfto
 	[ -e /sys/kernel/btf/vmlinux ] || { echo "SKIP: the BPF feed is not built: this kernel has no BTF"; exit 77; }
 	echo "FAIL: the BPF feed is not built (install the BPF build dependencies: scripts/install-deps.sh bpf)"; exit 1
 fi
-[ -n "${LLMCACHED_TEST_WATCHDOG:-}" ] || LLMCACHED_TEST_WATCHDOG=1 exec timeout -k 10 600 bash "$0" "$@"
+[ -n "${LLMCACHED_TEST_WATCHDOG:-}" ] || LLMCACHED_TEST_WATCHDOG=1 exec timeout -k 10 "${LLMCACHE_TEST_TIMEOUT:-600}" bash "$0" "$@"
 tmp=$(mktemp -d "${LLMCACHE_SCRATCH:-/var/tmp}/test_bpf_mode.XXXXXX") # not tmpfs: its pages cannot be dropped
 sock=$tmp/llmcached.sock daemon= cg=
 cleanup() {
@@ -142,7 +142,7 @@ kill $daemon; wait $daemon || true
 # An mmap engine whose loop does not fit its cgroup (96 MiB of weights, 64 MiB limit): pins within the
 # budget, and the passed unpinned blocks made cold in its address space (process_madvise) and dropped.
 # Only with the filemap hooks: with the syscall hooks (Linux 6.1) the daemon sees the faulting pages
-# alone, and in the 6.1 VM this case did not finish within the test's 10 minutes (status.md).
+# alone, and in the 6.1 VM this case did not finish within 10 minutes (status.md).
 if [ -e /sys/kernel/tracing/events/filemap/mm_filemap_get_pages ]; then
 	start --mode=bpf --manage "$tmp/wl96/decoder/weights.bin" --pin-budget 8MiB
 	in_cg "$W" decoder --dir "$tmp/wl96" --weights-size 96MiB --tokenizer-size 256KiB --config-size 256KiB --tokens 6 \

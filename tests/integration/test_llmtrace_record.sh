@@ -22,8 +22,9 @@ if [ ! -x "$T" ]; then # built only with clang, bpftool, libbpf and kernel BTF (
 	echo "FAIL: $T is missing (install the BPF build dependencies: scripts/install-deps.sh bpf)"; exit 1
 fi
 if [ "$(id -u)" -ne 0 ]; then echo "SKIP: llmtrace record needs root (CAP_BPF, CAP_PERFMON)"; exit 77; fi
-# A watchdog: whatever goes wrong, the test ends within 10 minutes (it takes about 10 s).
-[ -n "${LLMTRACE_TEST_WATCHDOG:-}" ] || LLMTRACE_TEST_WATCHDOG=1 exec timeout -k 10 600 bash "$0" "$@"
+# A watchdog: whatever goes wrong, the test ends within LLMCACHE_TEST_TIMEOUT seconds (600 by default;
+# it takes about 10 s).
+[ -n "${LLMTRACE_TEST_WATCHDOG:-}" ] || LLMTRACE_TEST_WATCHDOG=1 exec timeout -k 10 "${LLMCACHE_TEST_TIMEOUT:-600}" bash "$0" "$@"
 tmp=$(mktemp -d -p "${LLMCACHE_SCRATCH:-${TMPDIR:-/tmp}}") # the VM: the scratch disk, not tmpfs
 cg=
 cleanup() {

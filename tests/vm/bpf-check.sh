@@ -2,6 +2,9 @@
 # SPDX-License-Identifier: MIT
 # Inside the VM (tests/vm/run.sh): the recorder's test and the userspace mode's, one after the other.
 # Prints one line per test and, for a failure, its FAIL lines and last lines; exits with the failures.
+# Under TCG, with other VMs on the same cores, the tests take several times longer than on the host:
+# their watchdogs get 20 minutes instead of 10.
+export LLMCACHE_TEST_TIMEOUT=1200
 fails=0
 for t in test_llmtrace_record test_llmcached_bpf_mode; do
 	bash "$LLMCACHE_SRC/tests/integration/$t.sh" >"$TMPDIR/$t.out" 2>&1
