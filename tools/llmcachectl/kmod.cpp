@@ -164,17 +164,16 @@ int status(const std::vector<std::string> &args)
 	return 0;
 }
 
-// The arguments of a command that takes only --help and a list of words: fills values, returns
-// whether --help was given. Throws po::error on an unknown option.
-bool positionals(const std::vector<std::string> &args, std::vector<std::string> &values)
+// A command's arguments: the options of visible (which has --help) and a list of words; fills values,
+// returns whether --help was given. Throws po::error on an unknown option.
+bool positionals(const std::vector<std::string> &args, const po::options_description &visible,
+		 std::vector<std::string> &values)
 {
-	po::options_description d, hidden;
-	d.add_options()("help,h", "show this help");
+	po::options_description hidden, all;
 	hidden.add_options()("value", po::value(&values));
 	po::positional_options_description pos;
 	pos.add("value", -1);
-	po::options_description all;
-	all.add(d).add(hidden);
+	all.add(visible).add(hidden);
 	po::variables_map vm;
 	po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
 	po::notify(vm);
@@ -189,7 +188,7 @@ int registration(const std::string &cmd, const std::vector<std::string> &args)
 	bool no_pin = false, no_drop = false, no_protect = false;
 	std::string pin_limit_text = "0";
 	std::vector<std::string> paths;
-	po::options_description d("Options"), hidden;
+	po::options_description d("Options");
 	d.add_options()("help,h", "show this help");
 	if (takes_opts)
 		d.add_options()("no-pin", po::bool_switch(&no_pin), "never pin the files' blocks")(
@@ -197,15 +196,8 @@ int registration(const std::string &cmd, const std::vector<std::string> &args)
 			"no-protect", po::bool_switch(&no_protect), "never protect the files' HOT blocks")(
 			"pin-limit", po::value(&pin_limit_text)->default_value(pin_limit_text),
 			"bytes each file may pin (0: only pin_budget limits it)");
-	hidden.add_options()("path", po::value(&paths));
-	po::positional_options_description pos;
-	pos.add("path", -1);
-	po::options_description all;
-	all.add(d).add(hidden);
-	po::variables_map vm;
-	po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
-	po::notify(vm);
-	if (vm.count("help") || paths.empty()) {
+	const bool help = positionals(args, d, paths);
+	if (help || paths.empty()) {
 		if (opts_cmd)
 			std::printf("Usage: llmcachectl set-file PATH... [options]\n\nSet the options of registered files "
 				    "(root only); options not given are cleared.\n\n");
@@ -217,7 +209,7 @@ int registration(const std::string &cmd, const std::vector<std::string> &args)
 		std::printf("\nEXAMPLES\n  llmcachectl %s model/weights.bin model/tokenizer.bin\n%s", cmd.c_str(),
 			    takes_opts ? "  llmcachectl register --no-pin model/scratch.bin\n"
 					 "  llmcachectl set-file --pin-limit 256MiB model/weights.bin\n" : "");
-		return vm.count("help") ? 0 : 2;
+		return help ? 0 : 2;
 	}
 	llmcache_ioc_file_opts opts{};
 	opts.flags = (no_pin ? LLMCACHE_FILE_NO_PIN : 0) | (no_drop ? LLMCACHE_FILE_NO_DROP : 0) |
@@ -263,7 +255,9 @@ int registration(const std::string &cmd, const std::vector<std::string> &args)
 int set(const std::vector<std::string> &args)
 {
 	std::vector<std::string> settings;
-	const bool help = positionals(args, settings);
+	po::options_description help_only;
+	help_only.add_options()("help,h", "show this help");
+	const bool help = positionals(args, help_only, settings);
 	if (help || settings.empty()) {
 		std::printf("Usage: llmcachectl set NAME=VALUE...\n\nNames: enable (0 or 1), pin_budget and hot_reserve "
 			    "(bytes: 512MiB), bw (100MB/s), t (100ms).\nbw and t take 0 or \"measured\": the sizing rule then uses "
