@@ -4,6 +4,7 @@
 #include "kv/crc32c.hpp"
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 
 namespace llmcache::kv {
@@ -34,8 +35,16 @@ void slab_seal(void *slab, const SlabId &id, uint32_t n_tokens, uint32_t payload
 	std::memcpy(slab, &h, sizeof(h));
 }
 
+static std::string where(const std::string &path, uint64_t offset, const SlabId &id)
+{
+	return "corrupted KV slab on " + path + " at byte offset " + std::to_string(offset) + " (layer " +
+	       std::to_string(id.layer) + ", page " + std::to_string(id.page) + ", " + (id.kind == SlabKind::K ? "K" : "V") +
+	       "): ";
+}
+static const char *const ADVICE = "; the data was not used: check the device (dmesg, smartctl) and drop the session";
+
 int slab_verify(const void *slab, uint64_t slab_bytes, const SlabId &id, uint64_t offset, const std::string &path,
-		std::string &err)
+		std::string &err, uint8_t *dst)
 {
 	SlabHeader h;
 	std::memcpy(&h, slab, sizeof(h));
@@ -48,15 +57,70 @@ int slab_verify(const void *slab, uint64_t slab_bytes, const SlabId &id, uint64_
 		what = "slab belongs to another pool, layer, page or kind";
 	else if (h.payload_bytes > slab_bytes - sizeof(SlabHeader))
 		what = "payload length larger than the slab";
-	else if (h.payload_crc != crc32c(static_cast<const uint8_t *>(slab) + sizeof(SlabHeader), h.payload_bytes))
+	else if (const uint8_t *payload = static_cast<const uint8_t *>(slab) + sizeof(SlabHeader);
+		 h.payload_crc != (dst ? crc32c_copy(dst, payload, h.payload_bytes) : crc32c(payload, h.payload_bytes)))
 		what = "payload checksum mismatch";
 	if (!what)
 		return 0;
-	err = "corrupted KV slab on " + path + " at byte offset " + std::to_string(offset) + " (layer " +
-	      std::to_string(id.layer) + ", page " + std::to_string(id.page) + ", " +
-	      (id.kind == SlabKind::K ? "K" : "V") + "): " + what +
-	      "; the data was not used: check the device (dmesg, smartctl) and drop the session";
+	err = where(path, offset, id) + what + ADVICE;
 	return -EBADMSG;
+}
+
+constexpr uint64_t HDR = sizeof(SlabHeader);
+static_assert(SLAB_ALIGN == CRC32C_BLOCK);
+
+BlockCrcs::BlockCrcs(uint64_t slab_bytes, uint64_t from) : crc_(slab_bytes / SLAB_ALIGN), from_(from), at_(from) {}
+
+void BlockCrcs::feed(uint64_t off, const uint8_t *p, uint64_t len)
+{
+	if (done_ || off + len <= at_)
+		return;
+	p += at_ - off, len -= at_ - off; // bytes before at_ are before from_: skipped
+	while (len && at_ < crc_.size() * SLAB_ALIGN) {
+		const uint64_t end = (at_ / SLAB_ALIGN + 1) * SLAB_ALIGN, n = std::min(len, end - at_);
+		run_ = crc32c(p, n, run_);
+		p += n, len -= n, at_ += n;
+		if (at_ == end)
+			crc_[at_ / SLAB_ALIGN - 1] = run_, run_ = 0;
+	}
+}
+
+void BlockCrcs::finish(const uint8_t *slab)
+{
+	if (done_)
+		return;
+	for (uint64_t b = 0; b * SLAB_ALIGN < from_ && from_ != HDR; b++)
+		crc_[b] = b ? crc32c(slab + b * SLAB_ALIGN, SLAB_ALIGN) : crc32c(slab + HDR, SLAB_ALIGN - HDR);
+	feed(at_, slab + at_, crc_.size() * SLAB_ALIGN - at_);
+	done_ = true;
+}
+
+void slab_block_crcs(const uint8_t *slab, uint64_t slab_bytes, uint32_t *out)
+{
+	out[0] = crc32c(slab + HDR, SLAB_ALIGN - HDR);
+	crc32c_blocks(slab + SLAB_ALIGN, slab_bytes / SLAB_ALIGN - 1, out + 1);
+}
+
+int slab_verify_blocks(const uint8_t *buf, uint32_t first, uint32_t count, const uint32_t *crcs, const SlabId &id,
+		       uint64_t offset, const std::string &path, std::string &err)
+{
+	uint32_t got[64];
+	for (uint32_t b = 0; b < count;) {
+		const uint32_t n = std::min<uint32_t>(count - b, 64), blk = first + b;
+		const uint8_t *p = buf + (uint64_t)b * SLAB_ALIGN;
+		if (blk == 0)
+			got[0] = crc32c(p + HDR, SLAB_ALIGN - HDR);
+		crc32c_blocks(p + (blk == 0) * SLAB_ALIGN, n - (blk == 0), got + (blk == 0));
+		for (uint32_t i = 0; i < n; i++)
+			if (got[i] != crcs[blk + i]) {
+				err = where(path, offset, id) + "payload checksum mismatch in block " + std::to_string(blk + i) +
+				      " (byte offset " + std::to_string(offset + (uint64_t)(blk + i) * SLAB_ALIGN) +
+				      ") of a partial read" + ADVICE;
+				return -EBADMSG;
+			}
+		b += n;
+	}
+	return 0;
 }
 
 } // namespace llmcache::kv

@@ -12,6 +12,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace llmcache::kv {
 
@@ -46,8 +47,43 @@ struct SlabId {
 // the payload's CRC32C computed earlier (as the CPU pool does while appending), else it is computed.
 void slab_seal(void *slab, const SlabId &id, uint32_t n_tokens, uint32_t payload_bytes, uint64_t seq,
 	       const uint32_t *payload_crc = nullptr);
-// 0 if the slab is the one expected and intact; -EBADMSG with a sentence in err otherwise.
+// 0 if the slab is the one expected and intact; -EBADMSG with a sentence in err otherwise. With dst,
+// the payload is copied there while its checksum is computed (one pass); dst is not to be used then
+// unless this returns 0.
 int slab_verify(const void *slab, uint64_t slab_bytes, const SlabId &id, uint64_t offset, const std::string &path,
-		std::string &err);
+		std::string &err, uint8_t *dst = nullptr);
+
+// The CRC32C of every SLAB_ALIGN block of a slab, over the block's bytes except the header's (block 0
+// covers bytes 64-4095): what a read of some blocks of a slab (the rows a selection needs) is checked
+// against. The table stays in host memory with the page's other metadata (Documentation/kv.md,
+// "Partial reads"). The CPU pool feeds the rows as they are appended (they are hot then) and
+// completes the table at spill time from the page in memory: the blocks before `from` (K: the key
+// bounds, which change with every append) and the tail after the last row.
+class BlockCrcs {
+public:
+	BlockCrcs() = default;
+	// A table for slabs of slab_bytes, fed from slab byte `from` on (64, or a multiple of SLAB_ALIGN).
+	BlockCrcs(uint64_t slab_bytes, uint64_t from);
+	// The slab's bytes [off, off + len), in order from `from`; bytes before `from` are skipped.
+	void feed(uint64_t off, const uint8_t *p, uint64_t len);
+	// Completes the table from the whole slab in memory (idempotent).
+	void finish(const uint8_t *slab);
+	const uint32_t *data() const { return crc_.data(); }
+	size_t size() const { return crc_.size(); }
+
+private:
+	std::vector<uint32_t> crc_;
+	uint64_t from_ = 0, at_ = 0; // fed: [from_, at_)
+	uint32_t run_ = 0;	     // CRC of the fed bytes of the block holding at_
+	bool done_ = false;
+};
+
+// The table of a whole slab in memory (what BlockCrcs::finish yields for it), into out[slab_bytes / SLAB_ALIGN].
+void slab_block_crcs(const uint8_t *slab, uint64_t slab_bytes, uint32_t *out);
+// 0 if blocks [first, first + count) of a slab, read into buf, match their CRCs (crcs: the slab's
+// whole table); -EBADMSG with a sentence naming the device, byte offset, layer, page, kind and block
+// otherwise.
+int slab_verify_blocks(const uint8_t *buf, uint32_t first, uint32_t count, const uint32_t *crcs, const SlabId &id,
+		       uint64_t offset, const std::string &path, std::string &err);
 
 } // namespace llmcache::kv

@@ -265,26 +265,34 @@ int StoragePool::read(std::span<const SlabRead> slabs, const std::function<int(s
 {
 	Timer timer{stats_.read_ns};
 	const uint64_t sb = cfg_.slab_bytes;
+	auto len = [&](const SlabRead &r) { return r.count ? (uint64_t)r.count * SLAB_ALIGN : sb; };
+	for (const SlabRead &r : slabs)
+		if (r.count && (!r.block_crcs || r.first + (uint64_t)r.count > sb / SLAB_ALIGN))
+			return err = "a partial slab read past the slab's end or without its block checksums", -EINVAL;
 	int first = 0;
 	int r = run(
 		slabs.size(),
 		[&](size_t i, unsigned b, io_uring_sqe *sqe) {
-			io_uring_prep_read_fixed(sqe, 0, bufs_ + (size_t)b * sb, (unsigned)sb, slabs[i].offset, (int)b);
+			io_uring_prep_read_fixed(sqe, 0, bufs_ + (size_t)b * sb, (unsigned)len(slabs[i]),
+						 slabs[i].offset + (uint64_t)slabs[i].first * SLAB_ALIGN, (int)b);
 		},
 		[&](size_t i, unsigned b, int res) {
+			const SlabRead &rd = slabs[i];
+			const uint8_t *buf = bufs_ + (size_t)b * sb;
 			std::string msg;
 			int e = 0;
-			if (res != (int)sb) {
+			stats_.bytes_read += res > 0 ? res : 0; // crossed the bus, intact or not
+			if (res != (int)len(rd)) {
 				e = res < 0 ? res : -EIO;
-				msg = "cannot read the KV slab at byte offset " + std::to_string(slabs[i].offset) + " of " +
-				      cfg_.path + ": " + (res < 0 ? errstr(res) : "short read of " + std::to_string(res) + " bytes");
-			} else if ((e = slab_verify(bufs_ + (size_t)b * sb, sb, slabs[i].id, slabs[i].offset, cfg_.path, msg)) ==
-				   0) {
-				stats_.slabs_read++;
-				stats_.bytes_read += sb;
+				msg = "cannot read the KV slab at byte offset " + std::to_string(rd.offset) + " of " + cfg_.path +
+				      ": " + (res < 0 ? errstr(res) : "short read of " + std::to_string(res) + " bytes");
+			} else if ((e = rd.count ? slab_verify_blocks(buf, rd.first, rd.count, rd.block_crcs, rd.id, rd.offset,
+								      cfg_.path, msg)
+						 : slab_verify(buf, sb, rd.id, rd.offset, cfg_.path, msg, rd.dst)) == 0) {
+				(rd.count ? stats_.runs_read : stats_.slabs_read)++;
 				if (first)
 					return 0;
-				e = fn(i, bufs_ + (size_t)b * sb);
+				e = fn(i, buf);
 				if (e < 0)
 					msg = "KV slab consumer failed: " + errstr(e);
 			}
