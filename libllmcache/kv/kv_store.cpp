@@ -101,9 +101,9 @@ int KvStore::append(uint32_t layer, const void *k, const void *v)
 		auto mm = reinterpret_cast<float *>(p.k.get());
 		std::fill(mm, mm + dims, std::numeric_limits<float>::infinity());
 		std::fill(mm + dims, mm + 2 * dims, -std::numeric_limits<float>::infinity());
-		const uint64_t keys_from = sizeof(SlabHeader) + 8ull * dims; // slab byte where the keys start
-		p.kb = BlockCrcs(slab_bytes_, (keys_from + SLAB_ALIGN - 1) / SLAB_ALIGN * SLAB_ALIGN);
-		p.vb = BlockCrcs(slab_bytes_, sizeof(SlabHeader));
+		// Fed from the first block holding keys only: the key bounds before them change with every append.
+		p.kb = BlockCrcs(slab_bytes_, (8ull * dims + SLAB_ALIGN - 1) / SLAB_ALIGN * SLAB_ALIGN);
+		p.vb = BlockCrcs(slab_bytes_, 0);
 		pages.push_back(std::move(p));
 		stats_.cpu_bytes += page_bytes();
 		stats_.cpu_pages++;
@@ -114,8 +114,8 @@ int KvStore::append(uint32_t layer, const void *k, const void *v)
 	std::memcpy(p.v.get() + t * row, v, row);
 	p.keys_crc = crc32c(keys + t * row, row, p.keys_crc);
 	p.v_crc = crc32c(p.v.get() + t * row, row, p.v_crc);
-	p.kb.feed(sizeof(SlabHeader) + 8ull * dims + t * row, keys + t * row, row);
-	p.vb.feed(sizeof(SlabHeader) + t * row, p.v.get() + t * row, row);
+	p.kb.feed(8ull * dims + t * row, keys + t * row, row);
+	p.vb.feed(t * row, p.v.get() + t * row, row);
 	auto kmin = reinterpret_cast<float *>(p.k.get()), kmax = kmin + dims;
 	auto words = reinterpret_cast<const uint32_t *>(keys);
 	static const float *const half = csd_host_half_table();
@@ -224,8 +224,8 @@ int KvStore::fetch(uint32_t layer, std::span<const uint32_t> positions, uint8_t 
 		   const std::vector<uint32_t> &whole, std::vector<Page> &whole_pages)
 {
 	const uint32_t P = opt_.page_tokens;
-	const uint64_t row = geo_.row_bytes(), hdr = sizeof(SlabHeader), keys_at = hdr + 8ull * geo_.dims();
-	auto row_at = [&](SlabKind kind, uint32_t pos) { return (kind == SlabKind::K ? keys_at : hdr) + (pos % P) * row; };
+	const uint64_t row = geo_.row_bytes(), keys_at = 8ull * geo_.dims();
+	auto row_at = [&](SlabKind kind, uint32_t pos) { return (kind == SlabKind::K ? keys_at : 0) + (pos % P) * row; };
 	std::vector<SlabRead> reads;
 	struct Use {
 		SlabKind kind;

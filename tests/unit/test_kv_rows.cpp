@@ -123,18 +123,19 @@ void block_crcs__fed_then_finished__equal_whole_table(void **)
 {
 	std::mt19937_64 rng(11);
 	const uint64_t sb = 7 * SLAB_ALIGN;
-	for (uint64_t from : {uint64_t(64), uint64_t(4096), uint64_t(8192)}) {
+	for (uint64_t from : {uint64_t(0), uint64_t(4096), uint64_t(8192)}) {
 		std::vector<uint8_t> slab(sb);
 		fill_random(slab.data(), sb, rng);
 		BlockCrcs b(sb, from);
-		for (uint64_t off = 64 + 3100, step = 777; off + step <= sb - 1000; off += step) // rows from slab byte 3164
+		// rows of 777 bytes from `from`, or (as K rows after the key bounds) from slab byte 3100
+		for (uint64_t off = from ? 3100 : 0, step = 777; off + step <= sb - 1000; off += step)
 			b.feed(off, slab.data() + off, step);
 		b.finish(slab.data());
 		std::vector<uint32_t> whole(sb / SLAB_ALIGN);
 		slab_block_crcs(slab.data(), sb, whole.data());
 		assert_int_equal(b.size(), whole.size());
 		assert_memory_equal(b.data(), whole.data(), whole.size() * 4);
-		assert_int_equal(whole[0], crc32c(slab.data() + 64, SLAB_ALIGN - 64)); // the header is not covered
+		assert_int_equal(whole[6], crc32c(slab.data() + 6 * SLAB_ALIGN, SLAB_ALIGN - 64)); // nor the header at the end
 	}
 }
 
@@ -198,7 +199,7 @@ void storage_read__block_runs__bit_identical_to_whole_slab_and_bytes_counted(voi
 	}, err), 0);
 	for (int i = 0; i < 4; i++) {
 		assert_memory_equal(copies[i].get(), f.slabs[i].get(), sb - 64);
-		assert_memory_equal(whole[i].data() + 64, f.slabs[i].get(), sb - 64);
+		assert_memory_equal(whole[i].data(), f.slabs[i].get(), sb - 64);
 	}
 	std::vector<SlabRead> runs;
 	uint64_t want = 0;
@@ -254,14 +255,14 @@ void storage_read__corrupted_block__error_inside_run_only(void **)
 	for (size_t j = 0; j < clean.size(); j++) {
 		const uint64_t at = clean[j].first * SLAB_ALIGN;
 		const uint8_t *want = f.slabs[1].slab() + at;
-		const uint64_t skip = at ? 0 : 64; // the header was sealed on the device
-		assert_memory_equal(got[j].data() + skip, want + skip, clean[j].count * SLAB_ALIGN - skip);
+		const uint64_t header = clean[j].first + clean[j].count == 9 ? 64 : 0; // sealed on the device
+		assert_memory_equal(got[j].data(), want, clean[j].count * SLAB_ALIGN - header);
 	}
 	assert_int_equal(f.pool->read(std::span(&f.whole[1], 1), [](size_t, const uint8_t *) { return 0; }, err), -EBADMSG);
 }
 
 // A store whose rows straddle 4 KiB blocks (3 KV heads x 128, fp16: 768-byte rows), pages of 32
-// tokens: K slab 7 blocks, V slab 7 blocks.
+// tokens: K slab 7 blocks (bounds, then keys from byte 3072), V slab 7 blocks (rows in blocks 0-5).
 KvShape row_shape()
 {
 	KvShape s;
@@ -320,7 +321,7 @@ std::vector<uint32_t> blocks_of(const std::vector<uint32_t> &rows, SlabKind kind
 {
 	std::vector<uint32_t> b;
 	for (uint32_t t : rows) {
-		const uint64_t a = 64 + (kind == SlabKind::K ? 8 * 384 : 0) + t * 768ull;
+		const uint64_t a = (kind == SlabKind::K ? 8 * 384 : 0) + t * 768ull;
 		for (uint64_t x = a / 4096; x <= (a + 767) / 4096; x++)
 			b.push_back((uint32_t)x);
 	}
@@ -366,8 +367,8 @@ void select__spilled_rows__partial_fetch_bit_identical_and_bytes_exact(void **)
 				const auto kslab = device_bytes(f.dev, (uint64_t)koff[t0], sb), vslab = device_bytes(f.dev, (uint64_t)voff[t0], sb);
 				for (size_t x = i; x < j; x++) {
 					const uint32_t t = sel.positions[x] % 32;
-					assert_memory_equal(&sel.k[x * row], kslab.data() + 64 + 8 * 384 + t * row, row);
-					assert_memory_equal(&sel.v[x * row], vslab.data() + 64 + t * row, row);
+					assert_memory_equal(&sel.k[x * row], kslab.data() + 8 * 384 + t * row, row);
+					assert_memory_equal(&sel.v[x * row], vslab.data() + t * row, row);
 				}
 				want += 4096 * (blocks_of(rows, SlabKind::K).size() + blocks_of(rows, SlabKind::V).size());
 				partial_pages++;
@@ -407,7 +408,7 @@ void select__corrupted_block__error_inside_selected_rows_only(void **)
 				free_block = b, hit_block = used.front(), voff = kv.slab_offset(0, pos, SlabKind::V), page_pos = pos;
 	}
 	assert_true(free_block >= 0 && voff >= 0);
-	corrupt_byte(f.dev, (uint64_t)voff + (uint64_t)free_block * 4096 + (free_block ? 5 : 70));
+	corrupt_byte(f.dev, (uint64_t)voff + (uint64_t)free_block * 4096 + 5);
 	KvSelection again;
 	assert_int_equal(kv.select(0, q.data(), 150, again), 0);
 	assert_true(again.positions == first.positions && again.k == first.k && again.v == first.v);
