@@ -102,8 +102,10 @@ int KvStore::append(uint32_t layer, const void *k, const void *v)
 		std::fill(mm, mm + dims, std::numeric_limits<float>::infinity());
 		std::fill(mm + dims, mm + 2 * dims, -std::numeric_limits<float>::infinity());
 		// Fed from the first block holding keys only: the key bounds before them change with every append.
-		p.kb = BlockCrcs(slab_bytes_, (8ull * dims + SLAB_ALIGN - 1) / SLAB_ALIGN * SLAB_ALIGN);
-		p.vb = BlockCrcs(slab_bytes_, 0);
+		if (pool_) {
+			p.kb = BlockCrcs(slab_bytes_, (8ull * dims + SLAB_ALIGN - 1) / SLAB_ALIGN * SLAB_ALIGN);
+			p.vb = BlockCrcs(slab_bytes_, 0);
+		}
 		pages.push_back(std::move(p));
 		stats_.cpu_bytes += page_bytes();
 		stats_.cpu_pages++;
@@ -114,8 +116,10 @@ int KvStore::append(uint32_t layer, const void *k, const void *v)
 	std::memcpy(p.v.get() + t * row, v, row);
 	p.keys_crc = crc32c(keys + t * row, row, p.keys_crc);
 	p.v_crc = crc32c(p.v.get() + t * row, row, p.v_crc);
-	p.kb.feed(8ull * dims + t * row, keys + t * row, row);
-	p.vb.feed(t * row, p.v.get() + t * row, row);
+	if (pool_) { // the block tables are for partial reads from the device
+		p.kb.feed(8ull * dims + t * row, keys + t * row, row);
+		p.vb.feed(t * row, p.v.get() + t * row, row);
+	}
 	auto kmin = reinterpret_cast<float *>(p.k.get()), kmax = kmin + dims;
 	auto words = reinterpret_cast<const uint32_t *>(keys);
 	static const float *const half = csd_host_half_table();
@@ -444,6 +448,7 @@ int KvStore::select_end(KvSelection &out)
 		spill(); // a failure keeps the pages in memory; it is counted and the next append reports it
 	return 0;
 }
+
 KvStats KvStore::stats() const
 {
 	KvStats s = stats_;
