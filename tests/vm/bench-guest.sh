@@ -3,14 +3,15 @@
 # The guest half of `make vm-bench` (scripts/vm-bench.sh), run as root inside the VM with $LLMCACHE_BIN,
 # $LLMCACHE_KO and $LLMCACHE_SCRATCH set. Sizes llmworkload's decoder from the page cache this guest has
 # (its weights loop is LLMCACHE_BENCH_RATIO times MemAvailable), then for the pread and mmap variants
-# runs it with llmcache.ko unloaded and loaded (weights, tokenizer and config registered, pin budget =
-# MemAvailable minus a margin), one after the other in this boot. Each run starts from a dropped page
+# runs it with llmcache.ko unloaded, loaded with the weights' loop tails kept (flag NO_DROP), and
+# loaded (weights, tokenizer and config registered, pin budget = MemAvailable minus a margin), one
+# after the other in this boot. Each run starts from a dropped page
 # cache, decodes LLMCACHE_BENCH_WARMUP tokens (the loop is classified on its second sweep), then
 # LLMCACHE_BENCH_TOKENS measured tokens. Prints one line per run:
 #   result ACCESS MODE TOKENS_PER_S DISK_BYTES_PER_TOKEN MAJOR_FAULTS_PER_TOKEN PINNED_BLOCKS S_BLOCKS N_BLOCKS
-# (pinned: at the end of the run; S: the pin budget, 0 unloaded; N: the weights loop)
-# and, for the cost of the module on a workload that fits (weights half of MemAvailable), alternating
-# unloaded/loaded pairs of
+# (MODE: unloaded, nodrop or loaded; pinned: at the end of the run; S: the pin budget, 0 unloaded;
+# N: the weights loop) and, for the cost of the module on a workload that fits (weights half of
+# MemAvailable), rounds of unloaded, hooks (loaded with pin_budget 0) and loaded runs:
 #   fit ACCESS MODE TOKENS_PER_S
 set -eu
 bin=$LLMCACHE_BIN
@@ -50,13 +51,16 @@ load() { # dir budget
 
 run() { # access mode
 	drop
-	[ "$2" = loaded ] && load "$dir" "$budget"
+	if [ "$2" != unloaded ]; then
+		load "$dir" "$budget"
+		[ "$2" = nodrop ] && "$bin/llmcachectl" set-file --no-drop "$dir/decoder/weights.bin" >/dev/null
+	fi
 	decoder "$dir" "$weights" "$1" "$warmup" >/dev/null
 	s0=$(sectors_read) f0=$(major_faults)
 	tps=$(decoder "$dir" "$weights" "$1" "$tokens" | json_field tokens_per_s)
 	s1=$(sectors_read) f1=$(major_faults)
 	pinned=0 s=0
-	if [ "$2" = loaded ]; then
+	if [ "$2" != unloaded ]; then
 		pinned=$(cat "$sys/stats/pinned") s=$((budget / 4096))
 		rmmod llmcache
 	fi
@@ -67,6 +71,7 @@ dir=$LLMCACHE_SCRATCH/big
 decoder "$dir" "$weights" pread 0 >/dev/null
 for access in pread mmap; do
 	run "$access" unloaded
+	run "$access" nodrop
 	run "$access" loaded
 done
 rm -rf "$dir"
@@ -78,11 +83,12 @@ decoder "$dir" "$small" pread 0 >/dev/null
 for access in pread mmap; do
 	i=0
 	while [ $i -lt "$fit_pairs" ]; do
-		for mode in unloaded loaded; do
+		for mode in unloaded hooks loaded; do
+			[ $mode = hooks ] && load "$dir" 0
 			[ $mode = loaded ] && load "$dir" "$budget"
 			decoder "$dir" "$small" "$access" 2 >/dev/null
 			echo "fit $access $mode $(decoder "$dir" "$small" "$access" "$fit_tokens" | json_field tokens_per_s)"
-			[ $mode = loaded ] && rmmod llmcache
+			[ $mode != unloaded ] && rmmod llmcache
 		done
 		i=$((i + 1))
 	done
