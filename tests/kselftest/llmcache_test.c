@@ -1623,3 +1623,75 @@ TEST_F(llmcache, kv_stats_ioctl)
 	EXPECT_EQ(2, sysfs_num("kv/pushes"));
 	kv_expect(_metadata, &st);
 }
+
+/*
+ * LLMCACHE_FILE_NO_DROP: two config-like files read once, one flagged; once seq_drop_ns has passed the
+ * other one's scan is dropped and the flagged one stays resident, uncounted in seq_dropped.
+ */
+TEST_F_TIMEOUT(llmcache, file_opts_no_drop, 120)
+{
+	char kpath[256], dpath[256];
+	int keep = scratch_file("nodrop", 64, kpath, sizeof(kpath));
+	int drop = scratch_file("drop", 64, dpath, sizeof(dpath));
+
+	ASSERT_LE(0, keep);
+	ASSERT_LE(0, drop);
+	drop_caches();
+	ASSERT_EQ(0, sysfs_write("seq_drop_ns", "200000000"));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, keep, NULL));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, drop, NULL));
+	ASSERT_EQ(0, file_opts(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, keep, LLMCACHE_FILE_NO_DROP, 0, NULL));
+	ASSERT_EQ(0, scan(keep, 64));
+	ASSERT_EQ(0, scan(drop, 64));
+	EXPECT_EQ(64, wait_stat("stats/seq_dropped", 64));
+	EXPECT_EQ(0, resident(drop, 0, 64)) TH_LOG("the unflagged scan stayed");
+	usleep(600000); /* three more seq_drop_ns */
+	EXPECT_EQ(64, resident(keep, 0, 64)) TH_LOG("the NO_DROP scan was dropped");
+	EXPECT_EQ(64, sysfs_num("stats/seq_dropped"));
+	close(keep);
+	close(drop);
+	unlink(kpath);
+	unlink(dpath);
+}
+
+/*
+ * LLMCACHE_FILE_NO_PROTECT: two tokenizer-like files with the same lookups and a reserve of 16 blocks;
+ * only the unflagged file's 10 HOT blocks are protected. Clearing the flag fills the reserve; flagging
+ * the other file then releases its blocks.
+ */
+TEST_F_TIMEOUT(llmcache, file_opts_no_protect, 120)
+{
+	char upath[256], ppath[256];
+	int unprot = scratch_file("noprotect", 64, upath, sizeof(upath));
+	int prot = scratch_file("protect", 64, ppath, sizeof(ppath));
+
+	ASSERT_LE(0, unprot);
+	ASSERT_LE(0, prot);
+	drop_caches();
+	ASSERT_EQ(0, sysfs_write("seq_drop_ns", "1000000000"));
+	ASSERT_EQ(0, sysfs_write("hot_reserve", "65536")); /* 16 blocks */
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, unprot, NULL));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, prot, NULL));
+	ASSERT_EQ(0, file_opts(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, unprot, LLMCACHE_FILE_NO_PROTECT, 0, NULL));
+	ASSERT_EQ(0, scan(unprot, 64));
+	ASSERT_EQ(0, scan(prot, 64));
+	ASSERT_EQ(0, lookups(unprot, 5));
+	ASSERT_EQ(0, lookups(prot, 5));
+	EXPECT_EQ(HOT_BLOCKS, wait_stat("stats/hot_protected", HOT_BLOCKS));
+	usleep(300000); /* the worker runs 50 ms after an access to an unprotected HOT block */
+	EXPECT_EQ(HOT_BLOCKS, sysfs_num("stats/hot_protected")) TH_LOG("NO_PROTECT blocks were protected");
+	drop_caches();
+	EXPECT_EQ(HOT_BLOCKS, hot_resident(prot)) TH_LOG("protected blocks left the page cache");
+
+	ASSERT_EQ(0, file_opts(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, unprot, 0, 0, NULL));
+	ASSERT_EQ(0, lookups(unprot, 1));
+	EXPECT_EQ(16, wait_stat("stats/hot_protected", 16)) TH_LOG("clearing NO_PROTECT protected nothing more");
+	ASSERT_EQ(0, file_opts(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, prot, LLMCACHE_FILE_NO_PROTECT, 0, NULL));
+	EXPECT_EQ(HOT_BLOCKS, wait_stat("stats/hot_protected", HOT_BLOCKS)) TH_LOG("setting NO_PROTECT released nothing");
+	drop_caches();
+	EXPECT_EQ(HOT_BLOCKS, hot_resident(unprot));
+	close(unprot);
+	close(prot);
+	unlink(upath);
+	unlink(ppath);
+}
