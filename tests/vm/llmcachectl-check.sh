@@ -107,6 +107,7 @@ expect 0 '"sizing":{"bw_measured":0,"t_measured_ns":0},"auto":{"mode":"off","tar
 expect 0 '"kv":{"sessions":0,.*"cpu":{"bytes":0,.*"storage":{"bytes":0,' "$c" status --json
 expect 0 'SEQ drop after 1 s' "$c" status
 expect 0 'automatic mode off' "$c" status
+expect 0 'measured: BW none yet, T none (no loops)' "$c" status
 expect 0 'seq_drop_ns = 200000000' "$c" set seq_drop=200ms hot_reserve=64KiB
 expect 2 'seq_drop' "$c" set seq_drop=soon
 [ "$(cat $sys/seq_drop_ns)" = 200000000 ] || fail "a refused seq_drop changed seq_drop_ns"

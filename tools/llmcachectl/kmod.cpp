@@ -199,8 +199,9 @@ int status(const std::vector<std::string> &args)
 		    num(top, "bw") ? (units::format_bytes(num(top, "bw")) + "/s").c_str() : "measured",
 		    num(top, "t_ns") ? units::format_duration(num(top, "t_ns")).c_str() : "measured",
 		    drop ? ("after " + units::format_duration(drop)).c_str() : "off");
-	std::printf("measured: BW %s/s, T %s\n", units::format_bytes(num(sizing, "bw_measured")).c_str(),
-		    units::format_duration(num(sizing, "t_measured_ns")).c_str());
+	const uint64_t bw_m = num(sizing, "bw_measured"), t_m = num(sizing, "t_measured_ns");
+	std::printf("measured: BW %s, T %s\n", bw_m ? (units::format_bytes(bw_m) + "/s").c_str() : "none yet",
+		    t_m ? units::format_duration(t_m).c_str() : "none (no loops)");
 	if (get(autom, "mode") == "off")
 		std::printf("automatic mode off\n");
 	else
