@@ -3,7 +3,7 @@
  * Where llmcache sees page-cache accesses, chosen at load time by probing the running kernel:
  * - "tracepoint" (6.10+): filemap:mm_filemap_get_pages (buffered reads, hits included),
  *   mm_filemap_map_pages (fault-around) and mm_filemap_fault (mmap faults), attached by name;
- * - "kprobe" (6.1): kprobes on filemap_read and filemap_fault give the same signal.
+ * - "kprobe" (6.1): kprobes on filemap_read, filemap_map_pages and filemap_fault give the same signal.
  * In both modes filemap:mm_filemap_add_to_page_cache / mm_filemap_delete_from_page_cache report pages
  * entering and leaving the page cache. The module parameter hooks=kprobe forces the kprobe mode.
  */
@@ -102,8 +102,34 @@ static int llc_kp_fault(struct kprobe *p, struct pt_regs *regs)
 	return 0;
 }
 
+/* filemap_map_pages(struct vm_fault *vmf, pgoff_t start_pgoff, pgoff_t end_pgoff): fault-around */
+static int llc_kp_map(struct kprobe *p, struct pt_regs *regs)
+{
+	struct vm_fault *vmf;
+	struct address_space *mapping;
+	pgoff_t first, last;
+	loff_t size;
+
+	if (!static_branch_unlikely(&llc_active))
+		return 0;
+	vmf = (struct vm_fault *)regs_get_kernel_argument(regs, 0);
+	if (!vmf->vma->vm_file)
+		return 0;
+	mapping = vmf->vma->vm_file->f_mapping;
+	first = regs_get_kernel_argument(regs, 1);
+	last = regs_get_kernel_argument(regs, 2);
+	size = i_size_read(mapping->host);
+	if (!size)
+		return 0;
+	last = min_t(pgoff_t, last, (size - 1) >> PAGE_SHIFT);
+	if (first <= last)
+		llc_feed_access(mapping, first, last, false);
+	return 0;
+}
+
 static struct kprobe llc_kprobes[] = {
 	{ .symbol_name = "filemap_read", .pre_handler = llc_kp_read },
+	{ .symbol_name = "filemap_map_pages", .pre_handler = llc_kp_map },
 	{ .symbol_name = "filemap_fault", .pre_handler = llc_kp_fault },
 };
 static struct kprobe *llc_kprobe_ptrs[ARRAY_SIZE(llc_kprobes)];
@@ -138,7 +164,7 @@ int llc_hooks_init(const char *want)
 			llc_kprobe_ptrs[i] = &llc_kprobes[i];
 		err = register_kprobes(llc_kprobe_ptrs, ARRAY_SIZE(llc_kprobe_ptrs));
 		if (err) {
-			pr_err("llmcache: kprobes on filemap_read/filemap_fault failed: %d\n", err);
+			pr_err("llmcache: kprobes on filemap_read/map_pages/fault failed: %d\n", err);
 			return err;
 		}
 		llc_kprobes_on = true;

@@ -18,9 +18,23 @@
  * blocks of the longest-period loops go first); the cap grows back by 1/16 of the budget per run.
  * HOT protection (hot.c) holds folios the same way, in a second xarray per file.
  *
+ * Held folios are also marked mlocked, as mlock() marks them (with NR_MLOCK accounted the same way).
+ * A reference alone keeps a folio resident but leaves it on the file LRU lists: reclaim then finds it
+ * on every pass, unmaps it from mmap users (the rmap walk, TLB flushes and the minor faults that
+ * follow), fails to free it and puts it back, which made mmap engines slower with pins than without.
+ * A mlocked folio is moved to the unevictable list the first time reclaim meets it and is not scanned
+ * again. When the module lets go it clears the mark and asks check_move_unevictable_folios() to put
+ * the folio back on an evictable list. The mark is the mlock bit itself, so a folio some process also
+ * mlocked loses its bit when the module lets go; reclaim sets it again on its next pass, when it finds
+ * the VM_LOCKED mapping (the kernel's own recovery for a stale bit). A folio that leaves the page
+ * cache while marked is cleared by the page allocator when it is freed.
+ *
  * Blocks are 4 KiB and so are pages on the kernels this module supports: a block number is a page index.
  */
 #include <linux/pagemap.h>
+#include <linux/pagevec.h>
+#include <linux/swap.h>
+#include <linux/vmstat.h>
 #include <linux/workqueue.h>
 #include <linux/xarray.h>
 #include "llmcache.h"
@@ -60,6 +74,25 @@ static void llc_held_changed(struct llc_file *f, bool hot, long delta)
 	spin_unlock_irqrestore(&llc.lock, flags);
 }
 
+static void llc_mark_unevictable(struct folio *folio)
+{
+	if (!folio_test_set_mlocked(folio))
+		zone_stat_mod_folio(folio, NR_MLOCK, folio_nr_pages(folio));
+}
+
+/* Process context only: check_move_unevictable_folios() takes the LRU lock with interrupts enabled. */
+static void llc_clear_unevictable(struct folio *folio)
+{
+	struct folio_batch batch;
+
+	if (!folio_test_clear_mlocked(folio))
+		return;
+	zone_stat_mod_folio(folio, NR_MLOCK, -folio_nr_pages(folio));
+	folio_batch_init(&batch);
+	folio_batch_add(&batch, folio);
+	check_move_unevictable_folios(&batch);
+}
+
 /* Hold a reference to the resident folio at f's page index (a pin, or HOT protection). */
 bool llc_hold(struct llc_file *f, bool hot, pgoff_t index)
 {
@@ -76,6 +109,7 @@ bool llc_hold(struct llc_file *f, bool hot, pgoff_t index)
 		return false;
 	}
 	llc_held_changed(f, hot, 1);
+	llc_mark_unevictable(folio);
 	/* Removed from the page cache meanwhile: the removal hook may have missed this reference. */
 	if (READ_ONCE(folio->mapping) != f->mapping) {
 		llc_unhold(f, hot, index);
@@ -91,6 +125,7 @@ bool llc_unhold(struct llc_file *f, bool hot, pgoff_t index)
 
 	if (!folio)
 		return false;
+	llc_clear_unevictable(folio);
 	folio_put(folio);
 	llc_held_changed(f, hot, -1);
 	return true;
@@ -112,7 +147,10 @@ void llc_unpin_all(struct llc_file *f)
 	spin_unlock_irqrestore(&llc.lock, flags);
 }
 
-/* A page of a registered file left the page cache (truncation): what the module held on it goes. */
+/*
+ * A page of a registered file left the page cache (truncation): what the module held on it goes. Its
+ * mlock mark stays until the folio is freed (interrupts are off here, see llc_clear_unevictable()).
+ */
 void llc_pin_removed(struct llc_file *f, struct folio *folio)
 {
 	pgoff_t index, end = folio->index + folio_nr_pages(folio);

@@ -34,12 +34,17 @@ static u64 llc_held(void)
 	return READ_ONCE(llc.stats[LLMCACHE_STAT_PINNED]) + READ_ONCE(llc.stats[LLMCACHE_STAT_HOT_PROTECTED]);
 }
 
-/* Is the page cache reclaim could free instead of what the module holds running out? */
+/*
+ * Is the page cache reclaim could free instead of what the module holds running out? Held folios that
+ * reclaim has met are on the unevictable list, outside the file LRU counts: only the rest is taken
+ * off (an estimate when other unevictable pages exist, which reclaim corrects as it meets ours).
+ */
 static bool llc_must_yield(void)
 {
-	long held = llc_held();
+	long held = llc_held(), culled = global_node_page_state(NR_UNEVICTABLE);
 	long spare = global_node_page_state(NR_ACTIVE_FILE) + global_node_page_state(NR_INACTIVE_FILE) -
-		     global_node_page_state(NR_FILE_DIRTY) - global_node_page_state(NR_WRITEBACK) - held;
+		     global_node_page_state(NR_FILE_DIRTY) - global_node_page_state(NR_WRITEBACK) -
+		     max(held - culled, 0L);
 
 	return held && spare < (long)(totalram_pages() >> 6);
 }

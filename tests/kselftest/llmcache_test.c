@@ -538,6 +538,24 @@ static long long wait_stat(const char *name, long long want)
 	return v;
 }
 
+/* A /proc/meminfo field in KiB, -1 when missing. */
+static long long meminfo_kib(const char *field)
+{
+	char line[128];
+	long long v = -1;
+	size_t len = strlen(field);
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, len) && line[len] == ':') {
+			v = atoll(line + len + 1);
+			break;
+		}
+	if (f)
+		fclose(f);
+	return v;
+}
+
 /* Drop the clean page cache (1), not the slab caches: those would run the module's shrinker too. */
 static void drop_caches(void)
 {
@@ -865,6 +883,8 @@ TEST_F_TIMEOUT(llmcache, hot_protected, 120)
 /*
  * Moderate memory pressure: a 1.5 GiB unregistered file read through a 1 GiB guest evicts other page
  * cache, but 64 MiB of loop pins and the protected HOT blocks stay resident and nothing is released.
+ * What the module holds is counted as Mlocked, and reclaim moves it to the unevictable list instead of
+ * scanning it again; unregistering gives both back.
  */
 TEST_F_TIMEOUT(llmcache, pins_survive_moderate_pressure, 300)
 {
@@ -875,6 +895,8 @@ TEST_F_TIMEOUT(llmcache, pins_survive_moderate_pressure, 300)
 	int tok = scratch_file("tokenizer", 64, tpath, sizeof(tpath));
 	int cfd = scratch_file("control", control, cpath, sizeof(cpath));
 	int bfd = scratch_file("big", 0, bpath, sizeof(bpath));
+	const long long held_kib = (loop + HOT_BLOCKS) * 4LL, slack_kib = 1024; /* per-CPU counter drift */
+	long long mlocked0, unevictable0;
 	static char buf[1 << 20];
 	off_t off;
 
@@ -884,6 +906,10 @@ TEST_F_TIMEOUT(llmcache, pins_survive_moderate_pressure, 300)
 	ASSERT_LE(0, bfd);
 	ASSERT_EQ(0, ftruncate(bfd, big)); /* sparse: its holes read as page-cache pages of zeros */
 	drop_caches();
+	mlocked0 = meminfo_kib("Mlocked");
+	unevictable0 = meminfo_kib("Unevictable");
+	ASSERT_LE(0, mlocked0);
+	ASSERT_LE(0, unevictable0);
 	ASSERT_EQ(0, sysfs_write("seq_drop_ns", "100000000"));
 	ASSERT_EQ(0, sysfs_write("pin_budget", "67108864"));
 	ASSERT_EQ(0, sysfs_write("hot_reserve", "65536"));
@@ -909,6 +935,14 @@ TEST_F_TIMEOUT(llmcache, pins_survive_moderate_pressure, 300)
 	EXPECT_EQ(HOT_BLOCKS, hot_resident(tok));
 	EXPECT_EQ(HOT_BLOCKS, sysfs_num("stats/hot_protected"));
 	EXPECT_EQ(0, sysfs_num("stats/shrinker_released"));
+	EXPECT_GE(slack_kib, llabs(meminfo_kib("Mlocked") - mlocked0 - held_kib));
+	EXPECT_LE(held_kib * 3 / 4, meminfo_kib("Unevictable") - unevictable0)
+		TH_LOG("reclaim left the held folios on the evictable lists");
+
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_UNREGISTER, lfd, NULL));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_UNREGISTER, tok, NULL));
+	EXPECT_GE(slack_kib, llabs(meminfo_kib("Mlocked") - mlocked0));
+	EXPECT_GE(slack_kib, meminfo_kib("Unevictable") - unevictable0) TH_LOG("released folios stayed unevictable");
 	close(lfd);
 	close(tok);
 	close(cfd);

@@ -1,0 +1,1 @@
+/work/main/libllmcache/core/core.h

@@ -1,0 +1,12 @@
+/work/main/kmod/build/kmod-6.1.0-56-amd64/main.o
+/work/main/kmod/build/kmod-6.1.0-56-amd64/dev.o
+/work/main/kmod/build/kmod-6.1.0-56-amd64/sysfs.o
+/work/main/kmod/build/kmod-6.1.0-56-amd64/hooks.o
+/work/main/kmod/build/kmod-6.1.0-56-amd64/pin.o
+/work/main/kmod/build/kmod-6.1.0-56-amd64/hot.o
+/work/main/kmod/build/kmod-6.1.0-56-amd64/seq.o
+/work/main/kmod/build/kmod-6.1.0-56-amd64/shrink.o
+/work/main/kmod/build/kmod-6.1.0-56-amd64/loops.o
+/work/main/kmod/build/kmod-6.1.0-56-amd64/auto.o
+/work/main/kmod/build/kmod-6.1.0-56-amd64/kv.o
+/work/main/kmod/build/kmod-6.1.0-56-amd64/libllmcache/core/core.o

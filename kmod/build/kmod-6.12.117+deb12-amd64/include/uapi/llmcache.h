@@ -1,0 +1,1 @@
+/work/main/include/uapi/llmcache.h
