@@ -1729,3 +1729,60 @@ TEST_F_TIMEOUT(llmcache, file_opts_no_protect, 120)
 	unlink(upath);
 	unlink(ppath);
 }
+
+/*
+ * Registration allocates before taking the registration mutex, so racing registrations of one file
+ * both allocate: exactly one links it, every other gets EEXIST and its state is freed (the ids stay
+ * dense: a refused registration takes none), round after round.
+ */
+TEST_F_TIMEOUT(llmcache, register_race, 120)
+{
+	enum { PROCS = 4, ROUNDS = 50 };
+	char path[256];
+	int fd = scratch_file("race", 4, path, sizeof(path)), go[2], done[2], r, i, status;
+	pid_t pids[PROCS];
+	__u64 id = 0;
+
+	ASSERT_LE(0, fd);
+	for (r = 0; r < ROUNDS; r++) {
+		int wins = 0, dups = 0;
+		char c = 0;
+
+		ASSERT_EQ(0, pipe(go));
+		ASSERT_EQ(0, pipe(done));
+		for (i = 0; i < PROCS; i++) {
+			pids[i] = fork();
+			ASSERT_LE(0, pids[i]);
+			if (pids[i] == 0) {
+				int err;
+
+				close(go[1]);
+				if (read(go[0], &c, 1) != 0)
+					_exit(3);
+				err = ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL);
+				c = err == 0 ? 'w' : err == -EEXIST ? 'd' : 'x';
+				_exit(write(done[1], &c, 1) == 1 ? 0 : 4);
+			}
+		}
+		close(go[0]);
+		close(go[1]); /* every child's read returns now */
+		close(done[1]);
+		while (read(done[0], &c, 1) == 1) {
+			wins += c == 'w';
+			dups += c == 'd';
+		}
+		close(done[0]);
+		for (i = 0; i < PROCS; i++) {
+			ASSERT_EQ(pids[i], waitpid(pids[i], &status, 0));
+			EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		}
+		ASSERT_EQ(1, wins) TH_LOG("round %d: %d registrations succeeded", r, wins);
+		ASSERT_EQ(PROCS - 1, dups) TH_LOG("round %d", r);
+		ASSERT_EQ(1, sysfs_num("registered"));
+		ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_UNREGISTER, fd, &id));
+		ASSERT_EQ((__u64)r + 1, id) TH_LOG("round %d: id %llu", r, (unsigned long long)id);
+	}
+	EXPECT_EQ(0, sysfs_num("registered"));
+	close(fd);
+	unlink(path);
+}
