@@ -16,6 +16,12 @@
 #include <linux/xarray.h>
 #include "libllmcache/core/core.h"
 
+#define LLC_TAIL_SPANS 4 /* ranges of LOOP accesses a file keeps for tail.c between its ticks */
+
+struct llc_span {
+	pgoff_t first, last;
+};
+
 /* A registered file: found by its mapping from the hooks (RCU hash), held by a file reference. */
 struct llc_file {
 	struct hlist_node node;         /* llc_files_hash, RCU */
@@ -43,6 +49,10 @@ struct llc_file {
 	u64 hot_protected;              /* HOT blocks protected, under llc.lock */
 	u64 seq_undropped;              /* SEQ accesses since its scans were last dropped, under llc.lock */
 	u64 seq_last_ns;                /* time of its last SEQ access, under llc.lock */
+	struct llc_span tail[LLC_TAIL_SPANS];       /* LOOP accesses since tail.c's last tick, llc.lock */
+	u32 nr_tail;
+	struct llc_span tail_aged[LLC_TAIL_SPANS];  /* those of the tick before, under llc_reg_mutex */
+	u32 nr_tail_aged;
 };
 
 struct llc_state {
@@ -100,6 +110,12 @@ unsigned long llc_seq_shrink(unsigned long nr);
 void llc_seq_exit(void);
 int llc_shrink_init(void);
 void llc_shrink_exit(void);
+u64 llc_cache_room(void);
+
+/* Dropping the passed unpinned blocks of loops that cannot fit (tail.c). */
+bool llc_tail_note(struct llc_file *f, pgoff_t first, pgoff_t last);
+void llc_tail_kick(void);
+void llc_tail_exit(void);
 
 /* Per-loop sizing (loops.c) and automatic registration (auto.c). */
 void llc_bw_sample(u64 blocks, u64 now_ns);

@@ -55,8 +55,8 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 	const unsigned int shift = PAGE_SHIFT - LLMCACHE_BLOCK_SHIFT;
 	struct llc_file *f;
 	unsigned long flags;
-	u64 b, n, now, seq = 0;
-	bool kick = false, hot_kick = false, hot;
+	u64 b, n, now, seq = 0, loop = 0;
+	bool kick = false, hot_kick = false, tail = false, hot;
 
 	if (!static_branch_unlikely(&llc_active) || last < first)
 		return;
@@ -85,6 +85,7 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 			f->class_blocks[v.cls]++;
 			kick |= v.event == LLC_EV_ITERATION || v.event == LLC_EV_TO_LOOP;
 			seq += v.cls == LLMCACHE_CLASS_SEQ;
+			loop += v.cls == LLMCACHE_CLASS_LOOP;
 			/* An unprotected HOT block: the protected set may change. */
 			hot_kick |= hot && v.cls == LLMCACHE_CLASS_HOT && !xa_load(&f->hot, b);
 		}
@@ -95,6 +96,8 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 		} else {
 			seq = 0;
 		}
+		if (loop && !(READ_ONCE(f->flags) & LLMCACHE_FILE_NO_DROP))
+			tail = llc_tail_note(f, first, last);
 		spin_unlock_irqrestore(&llc.lock, flags);
 	}
 	rcu_read_unlock();
@@ -104,6 +107,8 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 		llc_seq_kick();
 	if (hot_kick)
 		llc_hot_kick();
+	if (tail)
+		llc_tail_kick();
 }
 
 void llc_feed_cache(struct folio *folio, bool added)

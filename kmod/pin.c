@@ -407,5 +407,6 @@ void llc_pin_exit(void)
 	cancel_work_sync(&llc_pin_work);
 	llc_hot_exit();
 	llc_seq_exit();
+	llc_tail_exit();
 	llc_shrink_exit();
 }

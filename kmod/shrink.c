@@ -39,14 +39,23 @@ static u64 llc_held(void)
  * reclaim has met are on the unevictable list, outside the file LRU counts: only the rest is taken
  * off (an estimate when other unevictable pages exist, which reclaim corrects as it meets ours).
  */
-static bool llc_must_yield(void)
+static long llc_spare_file(void)
 {
 	long held = llc_held(), culled = global_node_page_state(NR_UNEVICTABLE);
-	long spare = global_node_page_state(NR_ACTIVE_FILE) + global_node_page_state(NR_INACTIVE_FILE) -
-		     global_node_page_state(NR_FILE_DIRTY) - global_node_page_state(NR_WRITEBACK) -
-		     max(held - culled, 0L);
 
-	return held && spare < (long)(totalram_pages() >> 6);
+	return global_node_page_state(NR_ACTIVE_FILE) + global_node_page_state(NR_INACTIVE_FILE) -
+	       global_node_page_state(NR_FILE_DIRTY) - global_node_page_state(NR_WRITEBACK) - max(held - culled, 0L);
+}
+
+static bool llc_must_yield(void)
+{
+	return llc_held() && llc_spare_file() < (long)(totalram_pages() >> 6);
+}
+
+/* The page cache the kernel could give to pages the module does not hold: free plus spare file pages. */
+u64 llc_cache_room(void)
+{
+	return max(llc_spare_file(), 0L) + global_zone_page_state(NR_FREE_PAGES);
 }
 
 static unsigned long llc_shrink_count(struct shrinker *s, struct shrink_control *sc)

@@ -83,6 +83,7 @@ enum llmcache_stat {
 	LLMCACHE_STAT_EVENTS_DROPPED,    /* events lost (ring buffer full, allocation failure) */
 	LLMCACHE_STAT_SEQ_DROPPED,       /* SEQ pages invalidated once their scan had passed, or under pressure */
 	LLMCACHE_STAT_HOT_PROTECTED,     /* HOT blocks protected now (within hot_reserve) */
+	LLMCACHE_STAT_LOOP_DROPPED,      /* unpinned LOOP pages dropped after their access (loops that cannot fit) */
 	LLMCACHE_NR_STATS
 };
 
@@ -136,7 +137,7 @@ struct llmcache_ioc_stats {
  * Per-file options (LLMCACHE_IOC_SET_FILE_OPTS / LLMCACHE_IOC_GET_FILE_OPTS). flags: LLMCACHE_FILE_*;
  * an unknown bit is refused with EINVAL. pin_limit: bytes of this file the module may pin, 0: no
  * per-file limit (pin_budget still applies). NO_PIN: never pin the file's blocks; NO_DROP: never
- * invalidate its SEQ blocks; NO_PROTECT: never protect its HOT blocks.
+ * invalidate its SEQ blocks or loop tails; NO_PROTECT: never protect its HOT blocks.
  */
 #define LLMCACHE_FILE_NO_PIN (1u << 0)
 #define LLMCACHE_FILE_NO_DROP (1u << 1)

@@ -226,8 +226,8 @@ static const char *const read_only[] = {
 	"hook_mode", "registered", "stats/accesses", "stats/hits", "stats/misses", "stats/seq_blocks",
 	"stats/loop_blocks", "stats/hot_blocks", "stats/loop_iterations", "stats/seqs_created",
 	"stats/seqs_recycled", "stats/chunks_recycled", "stats/pinned", "stats/shrinker_released",
-	"stats/events_dropped", "stats/seq_dropped", "stats/hot_protected", "stats/seq_seqs", "stats/loop_seqs",
-	"stats/hot_seqs",
+	"stats/events_dropped", "stats/seq_dropped", "stats/hot_protected", "stats/loop_dropped", "stats/seq_seqs",
+	"stats/loop_seqs", "stats/hot_seqs",
 };
 
 /* Every file exists, has the documented mode, reads as one value; nothing else is there. */
@@ -604,6 +604,8 @@ TEST_F_TIMEOUT(llmcache, pin_budget, 180)
 	EXPECT_EQ(256, resident(fd, 0, 256));
 	EXPECT_GT(64, resident(fd, 256, 256)) TH_LOG("released pins stayed");
 
+	EXPECT_EQ(0, sysfs_num("stats/loop_dropped")) TH_LOG("a loop with room to spare lost blocks");
+
 	ASSERT_EQ(0, ftruncate(fd, 0));
 	EXPECT_EQ(0, sysfs_num("stats/pinned")) TH_LOG("truncation keeps pins");
 	ASSERT_EQ(0, ftruncate(fd, 1024 * 4096));
@@ -951,6 +953,80 @@ TEST_F_TIMEOUT(llmcache, pins_survive_moderate_pressure, 300)
 	unlink(tpath);
 	unlink(cpath);
 	unlink(bpath);
+}
+
+/* Touch one byte of each page of fd's first size bytes through a shared mapping, sweeps times. */
+static int sweep_mapped(int fd, off_t size, int sweeps)
+{
+	volatile const char *p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	unsigned long sum = 0;
+	off_t off;
+
+	if (p == MAP_FAILED)
+		return -1;
+	while (sweeps--)
+		for (off = 0; off < size; off += 4096)
+			sum += p[off];
+	munmap((void *)p, size);
+	return sum ? -1 : 0; /* a sparse file reads as zeros */
+}
+
+static int file_opts(int dev, unsigned long cmd, int fd, __u32 flags, __u64 pin_limit,
+		     struct llmcache_ioc_file_opts *out);
+
+/*
+ * A loop that cannot fit: locked anonymous memory leaves about 256 MiB of page cache, and a 512 MiB
+ * loop gets 64 MiB of pins. The passed unpinned blocks are dropped right after each sweep reads them
+ * (pread, then mmap), the pinned ones stay; with LLMCACHE_FILE_NO_DROP nothing is dropped.
+ */
+TEST_F_TIMEOUT(llmcache, loop_tail_dropped, 300)
+{
+	const int loop = 131072, pins = 16384;
+	const off_t size = (off_t)loop * 4096;
+	long long avail = meminfo_kib("MemAvailable") * 1024, dropped;
+	size_t hog = avail > (512LL << 20) ? avail - (256LL << 20) : 0;
+	char path[256];
+	void *locked;
+	int fd = scratch_file("loop", 0, path, sizeof(path));
+
+	ASSERT_LE(0, fd);
+	ASSERT_LT(0, hog) TH_LOG("MemAvailable %lld: the guest needs at least 512 MiB", avail);
+	ASSERT_EQ(0, ftruncate(fd, size)); /* sparse: its holes read as page-cache pages of zeros */
+	locked = mmap(NULL, hog, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE | MAP_LOCKED,
+		      -1, 0);
+	ASSERT_NE(MAP_FAILED, locked);
+	drop_caches();
+	ASSERT_EQ(0, sysfs_write("pin_budget", "67108864"));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
+
+	ASSERT_EQ(0, sweep(fd, size, 3));
+	EXPECT_EQ(pins, wait_pinned(pins));
+	sleep(1); /* the worker drops blocks one to two 50 ms ticks after their access */
+	dropped = sysfs_num("stats/loop_dropped");
+	TH_LOG("pread: %lld dropped, unpinned resident %d of %d", dropped, resident(fd, pins, loop - pins),
+	       loop - pins);
+	EXPECT_LT(loop - pins, dropped) TH_LOG("the passed unpinned blocks were not dropped");
+	EXPECT_EQ(pins, resident(fd, 0, pins));
+	EXPECT_GT((loop - pins) / 8, resident(fd, pins, loop - pins));
+
+	ASSERT_EQ(0, sweep_mapped(fd, size, 2));
+	sleep(1);
+	TH_LOG("mmap: %lld dropped, unpinned resident %d", sysfs_num("stats/loop_dropped") - dropped,
+	       resident(fd, pins, loop - pins));
+	EXPECT_LT(loop - pins, sysfs_num("stats/loop_dropped") - dropped);
+	EXPECT_EQ(pins, resident(fd, 0, pins));
+	EXPECT_GT((loop - pins) / 8, resident(fd, pins, loop - pins));
+
+	ASSERT_EQ(0, file_opts(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, fd, LLMCACHE_FILE_NO_DROP, 0, NULL));
+	sleep(1);
+	dropped = sysfs_num("stats/loop_dropped");
+	ASSERT_EQ(0, sweep(fd, size, 1));
+	sleep(1);
+	EXPECT_EQ(dropped, sysfs_num("stats/loop_dropped")) TH_LOG("NO_DROP: blocks were dropped");
+	EXPECT_LT((loop - pins) / 8, resident(fd, pins, loop - pins));
+	munmap(locked, hog);
+	close(fd);
+	unlink(path);
 }
 
 /* Run llmworkload with args; 0 when it exits 0. */

@@ -103,8 +103,8 @@ const char *const top_names[] = {"enable", "pin_budget", "hot_reserve", "bw", "t
 				 "registered"};
 const char *const stat_names[] = {"accesses", "hits", "misses", "seq_blocks", "loop_blocks", "hot_blocks",
 				  "loop_iterations", "seqs_created", "seqs_recycled", "chunks_recycled", "pinned",
-				  "shrinker_released", "events_dropped", "seq_dropped", "hot_protected", "seq_seqs",
-				  "loop_seqs", "hot_seqs"};
+				  "shrinker_released", "events_dropped", "seq_dropped", "hot_protected",
+				  "loop_dropped", "seq_seqs", "loop_seqs", "hot_seqs"};
 const char *const sizing_names[] = {"bw_measured", "t_measured_ns"};
 const char *const auto_names[] = {"mode", "target", "min_size", "registered", "scans"};
 const char *const kv_names[] = {"sessions", "selects", "beta_milli", "pushes", "last_push_ns"};

@@ -1,1 +1,0 @@
-cmd_/work/main/kmod/build/kmod-6.1.0-56-amd64/llmcache.ko := ld -r -m elf_x86_64 -z noexecstack --no-warn-rwx-segments --build-id=sha1  -T arch/x86/module.lds -o /work/main/kmod/build/kmod-6.1.0-56-amd64/llmcache.ko /work/main/kmod/build/kmod-6.1.0-56-amd64/llmcache.o /work/main/kmod/build/kmod-6.1.0-56-amd64/llmcache.mod.o;  true

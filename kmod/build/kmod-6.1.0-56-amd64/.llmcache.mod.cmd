@@ -1,1 +1,0 @@
-cmd_/work/main/kmod/build/kmod-6.1.0-56-amd64/llmcache.mod := printf '%s\n'   main.o dev.o sysfs.o hooks.o pin.o hot.o seq.o shrink.o loops.o auto.o kv.o libllmcache/core/core.o | awk '!x[$$0]++ { print("/work/main/kmod/build/kmod-6.1.0-56-amd64/"$$0) }' > /work/main/kmod/build/kmod-6.1.0-56-amd64/llmcache.mod

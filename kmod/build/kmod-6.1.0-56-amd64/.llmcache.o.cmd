@@ -1,1 +1,0 @@
-cmd_/work/main/kmod/build/kmod-6.1.0-56-amd64/llmcache.o := ld -m elf_x86_64 -z noexecstack --no-warn-rwx-segments   -r -o /work/main/kmod/build/kmod-6.1.0-56-amd64/llmcache.o @/work/main/kmod/build/kmod-6.1.0-56-amd64/llmcache.mod 

@@ -1,1 +1,0 @@
-/work/main/kmod/kv.c

@@ -1,1 +1,0 @@
-/work/main/kmod/pin.c

@@ -1,1 +1,0 @@
-savedcmd_/work/main/kmod/build/kmod-6.12.117+deb12-amd64/Module.symvers :=  scripts/mod/modpost -M -m       -o /work/main/kmod/build/kmod-6.12.117+deb12-amd64/Module.symvers -T /work/main/kmod/build/kmod-6.12.117+deb12-amd64/modules.order -i Module.symvers -e 

@@ -1,1 +1,0 @@
-savedcmd_/work/main/kmod/build/kmod-6.12.117+deb12-amd64/modules.order := {   echo /work/main/kmod/build/kmod-6.12.117+deb12-amd64/llmcache.o; :; } > /work/main/kmod/build/kmod-6.12.117+deb12-amd64/modules.order

@@ -1,1 +1,0 @@
-/work/main/include/uapi/llmcache.h

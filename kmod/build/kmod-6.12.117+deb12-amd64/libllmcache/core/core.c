@@ -1,1 +1,0 @@
-/work/main/libllmcache/core/core.c
