@@ -20,7 +20,9 @@
  * kernel then retries the allocation. Pins never push the machine into OOM. The module's own
  * allocations under llc_reg_mutex use __GFP_NORETRY, so they never enter the OOM path holding it.
  *
- * Not memcg-aware: pins are released under global pressure, not at a cgroup's limit.
+ * Not memcg-aware: pins are released under global pressure, not at a cgroup's limit, and a memory
+ * cgroup's OOM does not call the notifier. Pinned pages are charged to the cgroup that read them, so
+ * the pin budget must stay below the limit of the cgroup an engine runs in (admin-guide.md).
  */
 #include <linux/mm.h>
 #include <linux/oom.h>
@@ -35,9 +37,10 @@ static u64 llc_held(void)
 }
 
 /*
- * Is the page cache reclaim could free instead of what the module holds running out? Held folios that
- * reclaim has met are on the unevictable list, outside the file LRU counts: only the rest is taken
- * off (an estimate when other unevictable pages exist, which reclaim corrects as it meets ours).
+ * The page cache reclaim could free instead of what the module holds: clean file LRU pages the module
+ * does not hold. Held folios that reclaim has met are on the unevictable list, outside the file LRU
+ * counts, so only the rest is taken off (an estimate when other unevictable pages exist, which
+ * reclaim corrects as it meets ours).
  */
 static long llc_spare_file(void)
 {
@@ -47,6 +50,7 @@ static long llc_spare_file(void)
 	       global_node_page_state(NR_FILE_DIRTY) - global_node_page_state(NR_WRITEBACK) - max(held - culled, 0L);
 }
 
+/* Is that page cache running out? */
 static bool llc_must_yield(void)
 {
 	return llc_held() && llc_spare_file() < (long)(totalram_pages() >> 6);

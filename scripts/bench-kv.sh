@@ -7,7 +7,9 @@
 # Usage: scripts/bench-kv.sh TESTS_DIR RESULTS_DIR
 # Environment: KV_BENCH_MIB (storage pass, 256), KV_BENCH_ROUNDS (5), KV_DECODE_CONTEXTS
 # (4096,8192,16384,32768), KV_DECODE_BATCHES (1,8), KV_DECODE_LAYERS (1), KV_DECODE_STEPS (3),
-# KV_DECODE_HEAVY (16: one page in 16 holds the important keys; 0: uniformly random keys).
+# KV_DECODE_HEAVY (16: one page in 16 holds the important keys; 0: uniformly random keys),
+# KV_DECODE_UNIFORM_CONTEXTS (4096,32768: a second decode run with uniformly random keys, where
+# importance is spread over every page and the row fetch matters; empty: skipped).
 set -euo pipefail
 tests=${1:?usage: bench-kv.sh TESTS_DIR RESULTS_DIR}
 out=${2:?usage: bench-kv.sh TESTS_DIR RESULTS_DIR}
@@ -24,6 +26,7 @@ mib=${KV_BENCH_MIB:-256}
 contexts=${KV_DECODE_CONTEXTS:-4096,8192,16384,32768}
 batches=${KV_DECODE_BATCHES:-1,8}
 layers=${KV_DECODE_LAYERS:-1}
+uniform=${KV_DECODE_UNIFORM_CONTEXTS-4096,32768}
 
 # Storage: the plain file is preallocated and written once so that no pass pays for allocation.
 dd if=/dev/zero of="$dir/plain.img" bs=1M count=$((mib + 64)) oflag=direct status=none
@@ -44,7 +47,7 @@ echo "=== KV scoring: exact kernel against the memory-bandwidth bound ==="
 
 echo
 echo "=== KV decode steps: none against emulated (an emulation of a SmartSSD) ==="
-max_ctx=$(tr ',' '\n' <<<"$contexts" | sort -n | tail -1)
+max_ctx=$(tr ',' '\n' <<<"$contexts,$uniform" | grep . | sort -n | tail -1)
 max_batch=$(tr ',' '\n' <<<"$batches" | sort -n | tail -1)
 truncate -s $((max_ctx * max_batch * layers * 16384 * 3 / 2 + (max_batch << 27))) "$dir/decode.img"
 dev=$dir/decode.img
@@ -54,3 +57,8 @@ if [ -n "$loop" ]; then
 	dev=$loop
 fi
 "$tests/bench_kv_decode" "$dev" "$contexts" "$batches" "$layers" "${KV_DECODE_STEPS:-3}" "${KV_DECODE_HEAVY:-16}" | tee "$out/kv-decode.txt"
+if [ -n "$uniform" ]; then
+	echo
+	echo "=== KV decode steps with uniformly random keys (importance spread: only the selected rows are fetched) ==="
+	"$tests/bench_kv_decode" "$dev" "$uniform" "$batches" "$layers" "${KV_DECODE_STEPS:-3}" 0 | tee "$out/kv-decode-uniform.txt"
+fi

@@ -125,7 +125,7 @@ private:
 		t_read += (double)sb / cfg_.emulated.internal_bandwidth;
 		const double macs = job.estimator == Estimator::Exact ? (double)p.n_tokens * g.dims() : 2.0 * g.dims();
 		t_comp += macs / cfg_.emulated.compute_rate;
-		score_page(g, job.estimator, job.q, buf + sizeof(kv::SlabHeader), p.first_pos, p.n_tokens, job.block_tokens,
+		score_page(g, job.estimator, job.q, buf, p.first_pos, p.n_tokens, job.block_tokens,
 			   [&](const csd_score *s, size_t cnt) {
 				   std::this_thread::sleep_until(start +
 								 std::chrono::duration<double>(std::max(t_read, t_comp)));

@@ -33,7 +33,7 @@ public:
 			reads.push_back({{cfg_.pool->pool_id(), job_.layer, p.page, kv::SlabKind::K}, p.k_offset});
 		int r = cfg_.pool->read(reads, [&](size_t i, const uint8_t *slab) {
 			const PageRef &p = job_.pages[i];
-			score_page(cfg_.geometry, job_.estimator, job_.q, slab + sizeof(kv::SlabHeader), p.first_pos, p.n_tokens,
+			score_page(cfg_.geometry, job_.estimator, job_.q, slab, p.first_pos, p.n_tokens,
 				   job_.block_tokens, fn);
 			return 0;
 		}, err);

@@ -60,7 +60,7 @@ public:
 	int wait(const BlockFn &fn, std::string &err) override
 	{
 		const auto &g = cfg_.geometry;
-		const uint64_t sb = cfg_.pool->slab_bytes(), keys_at = sizeof(kv::SlabHeader) + 8ull * g.dims();
+		const uint64_t sb = cfg_.pool->slab_bytes(), keys_at = 8ull * g.dims(); // the payload starts the slab
 		try {
 			q_.write(job_.q);
 			q_.sync(XCL_BO_SYNC_BO_TO_DEVICE);

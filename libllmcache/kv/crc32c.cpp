@@ -94,6 +94,52 @@ __attribute__((target("sse4.2,pclmul"))) uint32_t crc_hw(const uint8_t *p, size_
 	}
 	return (uint32_t)crc_chain(a, p, n);
 }
+
+// crc_hw that also stores every word it reads at dst: the restore's verification and copy in one pass.
+__attribute__((target("sse4.2,pclmul"))) uint32_t crc_hw_copy(uint8_t *dst, const uint8_t *p, size_t n, uint32_t c)
+{
+	uint64_t a = c;
+	for (; n >= 3 * STRIDE; n -= 3 * STRIDE, p += 3 * STRIDE, dst += 3 * STRIDE) {
+		uint64_t b = 0, d = 0;
+		for (size_t i = 0; i < STRIDE; i += 8) {
+			uint64_t wa, wb, wd;
+			std::memcpy(&wa, p + i, 8);
+			std::memcpy(&wb, p + STRIDE + i, 8);
+			std::memcpy(&wd, p + 2 * STRIDE + i, 8);
+			std::memcpy(dst + i, &wa, 8);
+			std::memcpy(dst + STRIDE + i, &wb, 8);
+			std::memcpy(dst + 2 * STRIDE + i, &wd, 8);
+			a = _mm_crc32_u64(a, wa);
+			b = _mm_crc32_u64(b, wb);
+			d = _mm_crc32_u64(d, wd);
+		}
+		a = shift((uint32_t)a, K2) ^ shift((uint32_t)b, K1) ^ (uint32_t)d;
+	}
+	std::memcpy(dst, p, n);
+	return (uint32_t)crc_chain(a, p, n);
+}
+
+// The CRC32C of each of n whole blocks of CRC32C_BLOCK bytes: three independent chains interleaved,
+// so no combining step is needed.
+__attribute__((target("sse4.2"))) void crc_hw_blocks(const uint8_t *p, size_t n, uint32_t *out)
+{
+	static_assert(CRC32C_BLOCK == STRIDE);
+	for (; n >= 3; n -= 3, p += 3 * STRIDE, out += 3) {
+		uint64_t a = ~0u, b = ~0u, d = ~0u;
+		for (size_t i = 0; i < STRIDE; i += 8) {
+			uint64_t wa, wb, wd;
+			std::memcpy(&wa, p + i, 8);
+			std::memcpy(&wb, p + STRIDE + i, 8);
+			std::memcpy(&wd, p + 2 * STRIDE + i, 8);
+			a = _mm_crc32_u64(a, wa);
+			b = _mm_crc32_u64(b, wb);
+			d = _mm_crc32_u64(d, wd);
+		}
+		out[0] = ~(uint32_t)a, out[1] = ~(uint32_t)b, out[2] = ~(uint32_t)d;
+	}
+	for (; n; n--, p += STRIDE)
+		*out++ = ~(uint32_t)crc_chain(~0u, p, STRIDE);
+}
 const bool HAVE_HW = __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul");
 #endif
 
@@ -123,6 +169,27 @@ uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
 uint32_t crc32c_portable(const void *data, size_t len, uint32_t crc)
 {
 	return ~crc_table(static_cast<const uint8_t *>(data), len, ~crc);
+}
+
+uint32_t crc32c_copy(void *dst, const void *src, size_t len, uint32_t crc)
+{
+#if defined(__x86_64__)
+	if (HAVE_HW)
+		return ~crc_hw_copy(static_cast<uint8_t *>(dst), static_cast<const uint8_t *>(src), len, ~crc);
+#endif
+	std::memcpy(dst, src, len);
+	return crc32c_portable(src, len, crc);
+}
+
+void crc32c_blocks(const void *data, size_t n_blocks, uint32_t *out)
+{
+	const auto p = static_cast<const uint8_t *>(data);
+#if defined(__x86_64__)
+	if (HAVE_HW)
+		return crc_hw_blocks(p, n_blocks, out);
+#endif
+	for (size_t i = 0; i < n_blocks; i++)
+		out[i] = crc32c_portable(p + i * CRC32C_BLOCK, CRC32C_BLOCK);
 }
 
 uint32_t crc32c(const void *data, size_t len, uint32_t crc)

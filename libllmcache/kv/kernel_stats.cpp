@@ -23,7 +23,7 @@ void add_stats(KvStats &a, const KvStats &b, bool with_gauges)
 	StorageStats &s = a.storage;
 	const StorageStats &t = b.storage;
 	s.slabs_written += t.slabs_written, s.slabs_read += t.slabs_read, s.bytes_written += t.bytes_written;
-	s.bytes_read += t.bytes_read, s.errors += t.errors, s.write_ns += t.write_ns, s.read_ns += t.read_ns;
+	s.bytes_read += t.bytes_read, s.runs_read += t.runs_read, s.errors += t.errors, s.write_ns += t.write_ns, s.read_ns += t.read_ns;
 }
 
 llmcache_ioc_kv_stats kernel_stats(const KvStats &t, uint32_t sessions, double beta, bool device_scores)

@@ -101,6 +101,11 @@ int KvStore::append(uint32_t layer, const void *k, const void *v)
 		auto mm = reinterpret_cast<float *>(p.k.get());
 		std::fill(mm, mm + dims, std::numeric_limits<float>::infinity());
 		std::fill(mm + dims, mm + 2 * dims, -std::numeric_limits<float>::infinity());
+		// Fed from the first block holding keys only: the key bounds before them change with every append.
+		if (pool_) {
+			p.kb = BlockCrcs(slab_bytes_, (8ull * dims + SLAB_ALIGN - 1) / SLAB_ALIGN * SLAB_ALIGN);
+			p.vb = BlockCrcs(slab_bytes_, 0);
+		}
 		pages.push_back(std::move(p));
 		stats_.cpu_bytes += page_bytes();
 		stats_.cpu_pages++;
@@ -111,6 +116,10 @@ int KvStore::append(uint32_t layer, const void *k, const void *v)
 	std::memcpy(p.v.get() + t * row, v, row);
 	p.keys_crc = crc32c(keys + t * row, row, p.keys_crc);
 	p.v_crc = crc32c(p.v.get() + t * row, row, p.v_crc);
+	if (pool_) { // the block tables are for partial reads from the device
+		p.kb.feed(8ull * dims + t * row, keys + t * row, row);
+		p.vb.feed(t * row, p.v.get() + t * row, row);
+	}
 	auto kmin = reinterpret_cast<float *>(p.k.get()), kmax = kmin + dims;
 	auto words = reinterpret_cast<const uint32_t *>(keys);
 	static const float *const half = csd_host_half_table();
@@ -161,7 +170,9 @@ int KvStore::spill()
 	cand.resize(want);
 	std::vector<SlabWrite> w;
 	for (const Victim &c : cand) {
-		const Page &p = pages_[c.layer][c.page];
+		Page &p = pages_[c.layer][c.page];
+		p.kb.finish(p.k.slab());
+		p.vb.finish(p.v.slab());
 		const uint64_t bounds = 8ull * geo_.dims(), keys = (uint64_t)P * geo_.row_bytes();
 		const uint32_t k_crc = crc32c_combine(crc32c(p.k.get(), bounds), p.keys_crc, keys);
 		w.push_back({{pool_->pool_id(), c.layer, c.page, SlabKind::K}, P, p.k.get(), bounds + keys, nullptr, 0, p.k.slab(),
@@ -213,21 +224,65 @@ int64_t KvStore::slab_offset(uint32_t layer, uint32_t pos, SlabKind kind) const
 	return p.k ? -1 : kind == SlabKind::K ? p.k_off : p.v_off;
 }
 
-int KvStore::fetch(uint32_t layer, const std::vector<uint32_t> &pages,
-		   const std::function<void(uint32_t, SlabKind, const uint8_t *)> &fn)
+int KvStore::fetch(uint32_t layer, std::span<const uint32_t> positions, uint8_t *k, uint8_t *v,
+		   const std::vector<uint32_t> &whole, std::vector<Page> &whole_pages)
 {
+	const uint32_t P = opt_.page_tokens;
+	const uint64_t row = geo_.row_bytes(), keys_at = 8ull * geo_.dims();
+	auto row_at = [&](SlabKind kind, uint32_t pos) { return (kind == SlabKind::K ? keys_at : 0) + (pos % P) * row; };
 	std::vector<SlabRead> reads;
-	for (uint32_t pg : pages) {
+	struct Use {
+		SlabKind kind;
+		size_t from, to; // the rows positions[from, to) this read serves
+	};
+	std::vector<Use> uses;
+	uint32_t pages = 0;
+	for (size_t lo = 0, hi; lo < positions.size(); lo = hi) {
+		const uint32_t pg = positions[lo] / P;
+		for (hi = lo + 1; hi < positions.size() && positions[hi] / P == pg;)
+			hi++;
 		const Page &p = pages_[layer][pg];
-		reads.push_back({{pool_->pool_id(), layer, pg, SlabKind::K}, (uint64_t)p.k_off});
-		reads.push_back({{pool_->pool_id(), layer, pg, SlabKind::V}, (uint64_t)p.v_off});
+		if (p.k)
+			continue;
+		pages++;
+		auto j = std::lower_bound(whole.begin(), whole.end(), pg);
+		for (SlabKind kind : {SlabKind::K, SlabKind::V}) {
+			const SlabId id{pool_->pool_id(), layer, pg, kind};
+			const uint64_t off = (uint64_t)(kind == SlabKind::K ? p.k_off : p.v_off);
+			if (j != whole.end() && *j == pg) { // comes back to memory: the whole slab, copied as it is verified
+				Page &in = whole_pages[j - whole.begin()];
+				auto &buf = kind == SlabKind::K ? in.k : in.v;
+				buf = SlabBuffer(slab_bytes_, kind == SlabKind::K ? geo_.k_payload(P) : P * row);
+				reads.push_back({id, off, nullptr, 0, 0, buf.get()});
+				uses.push_back({kind, lo, hi});
+				continue;
+			}
+			// Only the blocks holding the rows, adjacent blocks coalesced into one read.
+			const uint32_t *crcs = (kind == SlabKind::K ? p.kb : p.vb).data();
+			for (size_t i = lo; i < hi; i++) {
+				const uint64_t a = row_at(kind, positions[i]);
+				const uint32_t b0 = (uint32_t)(a / SLAB_ALIGN), b1 = (uint32_t)((a + row - 1) / SLAB_ALIGN);
+				SlabRead *last = i > lo ? &reads.back() : nullptr;
+				if (last && b0 <= last->first + last->count) {
+					last->count = std::max(last->count, b1 + 1 - last->first);
+					uses.back().to = i + 1;
+				} else {
+					reads.push_back({id, off, crcs, b0, b1 + 1 - b0, nullptr});
+					uses.push_back({kind, i, i + 1});
+				}
+			}
+		}
 	}
 	std::string err;
-	int r = pool_->read(reads, [&](size_t i, const uint8_t *slab) {
-		fn(reads[i].id.page, reads[i].id.kind, slab + sizeof(SlabHeader));
+	int r = pool_->read(reads, [&](size_t ri, const uint8_t *data) {
+		const SlabRead &rd = reads[ri];
+		const Use &u = uses[ri];
+		uint8_t *dst = u.kind == SlabKind::K ? k : v;
+		for (size_t i = u.from; i < u.to; i++)
+			std::memcpy(dst + i * row, data + row_at(u.kind, positions[i]) - (uint64_t)rd.first * SLAB_ALIGN, row);
 		return 0;
 	}, err);
-	stats_.fetched_pages += pages.size();
+	stats_.fetched_pages += pages;
 	return r < 0 ? set_error(r, err) : 0;
 }
 
@@ -243,12 +298,8 @@ int KvStore::read(uint32_t layer, uint32_t pos, void *k, void *v)
 		std::memcpy(v, p.v.get() + t * row, row);
 		return 0;
 	}
-	return fetch(layer, {pg}, [&](uint32_t, SlabKind kind, const uint8_t *payload) {
-		if (kind == SlabKind::K)
-			std::memcpy(k, payload + keys_at + t * row, row);
-		else
-			std::memcpy(v, payload + t * row, row);
-	});
+	std::vector<Page> none;
+	return fetch(layer, std::span(&pos, 1), static_cast<uint8_t *>(k), static_cast<uint8_t *>(v), {}, none);
 }
 
 int KvStore::select(uint32_t layer, const float *q, uint32_t budget, KvSelection &out)
@@ -376,33 +427,13 @@ int KvStore::select_end(KvSelection &out)
 		promoted.push_back(order[i]);
 	}
 	std::sort(promoted.begin(), promoted.end());
-	auto promote = [&](uint32_t pg) { return std::binary_search(promoted.begin(), promoted.end(), pg); };
-	std::vector<Page> incoming(need.size());
-	int r = fetch(layer, need, [&](uint32_t pg, SlabKind kind, const uint8_t *payload) {
-		auto it = std::lower_bound(out.positions.begin(), out.positions.end(), pg * P);
-		for (; it != out.positions.end() && *it < (pg + 1) * P; ++it) {
-			const size_t i = it - out.positions.begin(), t = *it % P;
-			if (kind == SlabKind::K)
-				std::memcpy(&out.k[i * row], payload + keys_at + t * row, row);
-			else
-				std::memcpy(&out.v[i * row], payload + t * row, row);
-		}
-		if (!promote(pg))
-			return;
-		Page &in = incoming[std::lower_bound(need.begin(), need.end(), pg) - need.begin()];
-		const size_t len = kind == SlabKind::K ? geo_.k_payload(P) : P * row;
-		auto &buf = kind == SlabKind::K ? in.k : in.v;
-		buf = SlabBuffer(slab_bytes_, len);
-		std::memcpy(buf.get(), payload, len);
-	});
-	if (r < 0) {
+	std::vector<Page> incoming(promoted.size());
+	if (int r = fetch(layer, out.positions, out.k.data(), out.v.data(), promoted, incoming); r < 0) {
 		out = {};
 		return r;
 	}
-	for (size_t i = 0; i < need.size(); i++) {
-		if (!incoming[i].k || !incoming[i].v)
-			continue;
-		Page &p = pages_[layer][need[i]];
+	for (size_t i = 0; i < promoted.size(); i++) {
+		Page &p = pages_[layer][promoted[i]];
 		pool_->release((uint64_t)p.k_off);
 		pool_->release((uint64_t)p.v_off);
 		p.k = std::move(incoming[i].k);

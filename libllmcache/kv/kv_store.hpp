@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,9 @@ private:
 		// the cache then), so a spill seals the slabs without reading the page again. Only full pages
 		// spill and a full page never changes, so the values stay right when it comes back.
 		uint32_t keys_crc = 0, v_crc = 0;
+		// CRC32C per 4 KiB block of the K and V slabs (slab.hpp), fed as rows are appended and completed
+		// at the first spill: what a read of only the selected rows' blocks is verified against.
+		BlockCrcs kb, vb;
 		int64_t k_off = -1, v_off = -1;
 	};
 	struct Pending {
@@ -128,8 +132,11 @@ private:
 	KvStore() = default;
 	int set_error(int e, std::string msg);
 	int spill();
-	int fetch(uint32_t layer, const std::vector<uint32_t> &pages,
-		  const std::function<void(uint32_t page, SlabKind kind, const uint8_t *payload)> &fn);
+	// Copies the K and V rows of the spilled tokens among positions (ascending) to k and v (row i of
+	// each for positions[i]). The pages listed in `whole` (ascending) are read whole and land, verified,
+	// in whole_pages[j]'s buffers; of the others only the blocks holding the rows are read.
+	int fetch(uint32_t layer, std::span<const uint32_t> positions, uint8_t *k, uint8_t *v,
+		  const std::vector<uint32_t> &whole, std::vector<Page> &whole_pages);
 	uint64_t page_bytes() const;
 	uint64_t slab_bytes_ = 0; // a page's K or V in slab layout: header, the larger payload, 4096-aligned
 

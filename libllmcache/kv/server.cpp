@@ -414,7 +414,7 @@ std::string Server::status(const Conn &c) const
 		       " backend " + s->kv->backend_name() + " tokens " + std::to_string(s->kv->tokens(0)) + " cpu_bytes " +
 		       std::to_string(st.cpu_bytes) + " spilled_pages " + std::to_string(st.spilled_pages) +
 		       " bytes_written " + std::to_string(st.storage.bytes_written) + " bytes_read " +
-		       std::to_string(st.storage.bytes_read) + " selects " + std::to_string(st.selects) + " promoted_pages " +
+		       std::to_string(st.storage.bytes_read) + " partial_reads " + std::to_string(st.storage.runs_read) + " selects " + std::to_string(st.selects) + " promoted_pages " +
 		       std::to_string(st.promoted_pages) + " beta " + std::to_string(st.beta()) + "\n";
 	}
 	return out;

@@ -34,8 +34,7 @@ SlabBuffer::SlabBuffer(uint64_t slab_bytes, uint64_t payload_bytes)
 	auto p = static_cast<uint8_t *>(std::aligned_alloc(SLAB_ALIGN, slab_bytes));
 	if (!p)
 		throw std::bad_alloc();
-	std::memset(p, 0, sizeof(SlabHeader));
-	std::memset(p + sizeof(SlabHeader) + payload_bytes, 0, slab_bytes - sizeof(SlabHeader) - payload_bytes);
+	std::memset(p + payload_bytes, 0, slab_bytes - payload_bytes);
 	base_.reset(p);
 }
 
@@ -205,7 +204,7 @@ int StoragePool::write(std::span<const SlabWrite> slabs, std::vector<int64_t> &r
 	for (size_t i = 0; i < slabs.size(); i++) {
 		const SlabWrite &w = slabs[i];
 		if (sizeof(SlabHeader) + w.a_len + w.b_len > sb ||
-		    (w.slab && (w.a != w.slab + sizeof(SlabHeader) || w.b_len || (uintptr_t)w.slab % SLAB_ALIGN))) {
+		    (w.slab && (w.a != w.slab || w.b_len || (uintptr_t)w.slab % SLAB_ALIGN))) {
 			fail(i, -EINVAL, "slab payload larger than the slab size, or an unaligned in-place slab");
 			continue;
 		}
@@ -224,17 +223,17 @@ int StoragePool::write(std::span<const SlabWrite> slabs, std::vector<int64_t> &r
 		[&](size_t k, unsigned b, io_uring_sqe *sqe) {
 			const SlabWrite &w = slabs[todo[k]];
 			if (w.slab) { // the caller's SlabBuffer: sealed and written where it is
-				slab_seal(w.slab, w.id, w.n_tokens, (uint32_t)w.a_len, ++seq_, w.crc_known ? &w.crc : nullptr);
+				slab_seal(w.slab, sb, w.id, w.n_tokens, (uint32_t)w.a_len, ++seq_, w.crc_known ? &w.crc : nullptr);
 				io_uring_prep_write(sqe, 0, w.slab, (unsigned)sb, (uint64_t)result[todo[k]]);
 				return;
 			}
-			uint8_t *buf = bufs_ + (size_t)b * sb, *p = buf + sizeof(SlabHeader);
-			std::memcpy(p, w.a, w.a_len);
+			uint8_t *buf = bufs_ + (size_t)b * sb;
+			std::memcpy(buf, w.a, w.a_len);
 			if (w.b_len)
-				std::memcpy(p + w.a_len, w.b, w.b_len);
-			const size_t used = sizeof(SlabHeader) + w.a_len + w.b_len;
+				std::memcpy(buf + w.a_len, w.b, w.b_len);
+			const size_t used = w.a_len + w.b_len;
 			std::memset(buf + used, 0, sb - used);
-			slab_seal(buf, w.id, w.n_tokens, (uint32_t)(w.a_len + w.b_len), ++seq_, w.crc_known ? &w.crc : nullptr);
+			slab_seal(buf, sb, w.id, w.n_tokens, (uint32_t)used, ++seq_, w.crc_known ? &w.crc : nullptr);
 			io_uring_prep_write_fixed(sqe, 0, buf, (unsigned)sb, (uint64_t)result[todo[k]], (int)b);
 		},
 		[&](size_t k, unsigned, int res) {
@@ -265,26 +264,34 @@ int StoragePool::read(std::span<const SlabRead> slabs, const std::function<int(s
 {
 	Timer timer{stats_.read_ns};
 	const uint64_t sb = cfg_.slab_bytes;
+	auto len = [&](const SlabRead &r) { return r.count ? (uint64_t)r.count * SLAB_ALIGN : sb; };
+	for (const SlabRead &r : slabs)
+		if (r.count && (!r.block_crcs || r.first + (uint64_t)r.count > sb / SLAB_ALIGN))
+			return err = "a partial slab read past the slab's end or without its block checksums", -EINVAL;
 	int first = 0;
 	int r = run(
 		slabs.size(),
 		[&](size_t i, unsigned b, io_uring_sqe *sqe) {
-			io_uring_prep_read_fixed(sqe, 0, bufs_ + (size_t)b * sb, (unsigned)sb, slabs[i].offset, (int)b);
+			io_uring_prep_read_fixed(sqe, 0, bufs_ + (size_t)b * sb, (unsigned)len(slabs[i]),
+						 slabs[i].offset + (uint64_t)slabs[i].first * SLAB_ALIGN, (int)b);
 		},
 		[&](size_t i, unsigned b, int res) {
+			const SlabRead &rd = slabs[i];
+			const uint8_t *buf = bufs_ + (size_t)b * sb;
 			std::string msg;
 			int e = 0;
-			if (res != (int)sb) {
+			stats_.bytes_read += res > 0 ? res : 0; // crossed the bus, intact or not
+			if (res != (int)len(rd)) {
 				e = res < 0 ? res : -EIO;
-				msg = "cannot read the KV slab at byte offset " + std::to_string(slabs[i].offset) + " of " +
-				      cfg_.path + ": " + (res < 0 ? errstr(res) : "short read of " + std::to_string(res) + " bytes");
-			} else if ((e = slab_verify(bufs_ + (size_t)b * sb, sb, slabs[i].id, slabs[i].offset, cfg_.path, msg)) ==
-				   0) {
-				stats_.slabs_read++;
-				stats_.bytes_read += sb;
+				msg = "cannot read the KV slab at byte offset " + std::to_string(rd.offset) + " of " + cfg_.path +
+				      ": " + (res < 0 ? errstr(res) : "short read of " + std::to_string(res) + " bytes");
+			} else if ((e = rd.count ? slab_verify_blocks(buf, sb, rd.first, rd.count, rd.block_crcs, rd.id, rd.offset,
+								      cfg_.path, msg)
+						 : slab_verify(buf, sb, rd.id, rd.offset, cfg_.path, msg, rd.dst)) == 0) {
+				(rd.count ? stats_.runs_read : stats_.slabs_read)++;
 				if (first)
 					return 0;
-				e = fn(i, bufs_ + (size_t)b * sb);
+				e = fn(i, buf);
 				if (e < 0)
 					msg = "KV slab consumer failed: " + errstr(e);
 			}

@@ -30,8 +30,9 @@ struct StorageConfig {
 };
 
 // One slab to write: its identity and its payload as up to two pieces laid end to end. When slab is
-// set, the payload (a, a_len) already sits in that SlabBuffer of the pool's slab size: the pool seals
-// the header in place and writes the buffer itself, without copying it. crc, when crc_known, is the
+// set, the payload (a, a_len) already sits at the start of that SlabBuffer of the pool's slab size: the
+// pool seals the header in place (the slab's last 64 bytes) and writes the buffer itself, without
+// copying it. crc, when crc_known, is the
 // payload's CRC32C computed by the caller while the data was hot (it is not recomputed).
 struct SlabWrite {
 	SlabId id;
@@ -45,13 +46,14 @@ struct SlabWrite {
 	bool crc_known = false;
 };
 
-// Memory laid out as a slab (SLAB_ALIGN-aligned, header room, payload, zero tail): the CPU pool keeps
-// its pages in these so that a spill writes them straight to the device (O_DIRECT needs the alignment).
+// Memory laid out as a slab (SLAB_ALIGN-aligned, payload, zero tail, header room at the end): the CPU
+// pool keeps its pages in these so that a spill writes them straight to the device (O_DIRECT needs the
+// alignment).
 class SlabBuffer {
 public:
 	SlabBuffer() = default;
-	SlabBuffer(uint64_t slab_bytes, uint64_t payload_bytes); // header room and tail zeroed
-	uint8_t *get() const { return base_ ? base_.get() + sizeof(SlabHeader) : nullptr; } // the payload
+	SlabBuffer(uint64_t slab_bytes, uint64_t payload_bytes); // tail and header room zeroed
+	uint8_t *get() const { return base_.get(); }		 // the payload, at the start of the slab
 	uint8_t *slab() const { return base_.get(); }
 	explicit operator bool() const { return base_ != nullptr; }
 	void reset() { base_.reset(); }
@@ -63,13 +65,21 @@ private:
 	std::unique_ptr<uint8_t, Free> base_;
 };
 
+// One read: a whole slab (count 0), checked by its header and payload CRC32C, or a run of blocks
+// [first, first + count) of it, checked against the slab's block table (BlockCrcs, held by the
+// caller; block_crcs is the whole table). dst, for a whole slab: the payload is copied there while
+// it is verified (one pass over the data); the caller uses dst only if the read succeeded.
 struct SlabRead {
 	SlabId id;
 	uint64_t offset;
+	const uint32_t *block_crcs = nullptr;
+	uint32_t first = 0, count = 0;
+	uint8_t *dst = nullptr;
 };
 
 struct StorageStats {
 	uint64_t slabs_written = 0, slabs_read = 0, bytes_written = 0, bytes_read = 0, errors = 0;
+	uint64_t runs_read = 0; // partial reads (runs of blocks); their bytes are in bytes_read
 	uint64_t write_ns = 0, read_ns = 0; // wall time inside write() and read(): I/O plus checksums
 };
 
@@ -81,8 +91,9 @@ public:
 	// Writes every slab. result[i] is the slab's byte offset, or -errno if that slab was not stored
 	// (its slot is free again). Returns 0 if all were stored, else the first error (message in err).
 	int write(std::span<const SlabWrite> slabs, std::vector<int64_t> &result, std::string &err);
-	// Reads and verifies the slabs; fn(i, slab) sees each intact slab (header + payload) in completion
-	// order. Returns 0, the first error of a read or a verification (-EBADMSG), or fn's error.
+	// Reads and verifies the slabs or runs of blocks; fn(i, data) sees each intact one in completion
+	// order: a whole slab from its start (the payload), a run from slab byte first * SLAB_ALIGN on. Returns 0,
+	// the first error of a read or a verification (-EBADMSG), or fn's error.
 	int read(std::span<const SlabRead> slabs, const std::function<int(size_t, const uint8_t *)> &fn,
 		 std::string &err);
 	void release(uint64_t offset);

@@ -9,7 +9,9 @@
 // together (select_begin for all, then select_end). Keys are random fp16 except on one page in
 // HEAVY (default 16), whose keys lean toward the query's direction: the concentrated importance of
 // real attention (H2O's heavy hitters), so the top-k falls mostly on a few pages that the pool update
-// keeps in memory; HEAVY = 0 gives uniformly random keys, the worst case for page-granular fetch.
+// keeps in memory; HEAVY = 0 gives uniformly random keys, the worst case for page-granular fetch. Only the
+// blocks of a spilled page's slabs that hold selected rows are read; the fetch columns show those bytes
+// against what reading the same pages whole would move.
 // The query is a fixed direction plus a small per-step change. The full model (32 layers x 32K x batch 8 is
 // 128 GiB of KV) does not fit this machine's time or disk: LAYERS layers are measured and the figures
 // per layer are multiplied by 32 for the model, labelled as such.
@@ -56,6 +58,9 @@ std::vector<uint32_t> parse_list(const char *s)
 struct Result {
 	double step_s = 0;			      // median wall time of a decode step over the measured layers
 	double bus_bytes = 0, device_bytes = 0;	      // per step: host bus (pool reads + writes + Score Blocks), in-device reads
+	// per step: bytes read to fetch the selected KV (the selected rows' blocks; whole slabs of pages
+	// coming back to memory), and what fetching the same pages' K and V slabs whole would read
+	double fetch_bytes = 0, whole_page_bytes = 0;
 	double spilled_fraction = 0;
 };
 
@@ -95,7 +100,7 @@ Result run(const std::string &device, const std::string &backend, uint32_t conte
 	std::vector<float> q(HEADS * HEAD_DIM);
 	const uint32_t budget = context / 10; // HillInfer's importance rate of 10%
 	std::vector<double> times;
-	double bus = 0, dev = 0;
+	double bus = 0, dev = 0, fetch = 0, whole = 0;
 	kv::KvSelection sel;
 	for (uint32_t step = 0; step <= steps; step++) {
 		for (size_t i = 0; i < q.size(); i++)
@@ -122,6 +127,10 @@ Result run(const std::string &device, const std::string &backend, uint32_t conte
 			const kv::KvStats a = seqs[b]->stats(), &p = before[b];
 			const double scored = (double)(a.scored_storage - p.scored_storage);
 			bus += (double)(a.storage.bytes_read - p.storage.bytes_read + a.storage.bytes_written - p.storage.bytes_written);
+			// none reads every scored page's K slab through the pool before the fetch
+			fetch += (double)(a.storage.bytes_read - p.storage.bytes_read) -
+				 (backend == "none" ? scored / o.page_tokens * (double)slab : 0);
+			whole += (double)(a.fetched_pages - p.fetched_pages) * 2 * (double)slab;
 			if (backend != "none") {
 				bus += scored * sizeof(csd_score);
 				dev += scored / o.page_tokens * (double)slab;
@@ -133,6 +142,8 @@ Result run(const std::string &device, const std::string &backend, uint32_t conte
 	res.step_s = times[times.size() / 2];
 	res.bus_bytes = bus / steps;
 	res.device_bytes = dev / steps;
+	res.fetch_bytes = fetch / steps;
+	res.whole_page_bytes = whole / steps;
 	uint64_t spilled = 0, pages = 0;
 	for (auto &s : seqs) {
 		const kv::KvStats st = s->stats();
@@ -175,8 +186,8 @@ int main(int argc, char **argv)
 	std::printf("`emulated` is an EMULATION of a SmartSSD: the kernel runs on a host thread reading the device node, "
 		    "paced to %.1f GB/s internal bandwidth (HillInfer Sec. 4.2) and %.1f G MAC/s (assumed: 32 lanes x 300 "
 		    "MHz); it cannot be faster than this host.\n\n", emu.internal_bandwidth / 1e9, emu.compute_rate / 1e9);
-	std::printf("%7s %5s %-9s %12s %12s %14s %14s %12s %9s\n", "context", "batch", "backend", "step ms/layer",
-		    "step ms x32", "bus MB/layer", "bus MB x32", "in-dev MB/l", "spilled");
+	std::printf("%7s %5s %-9s %12s %12s %14s %14s %12s %12s %12s %9s\n", "context", "batch", "backend", "step ms/layer",
+		    "step ms x32", "bus MB/layer", "bus MB x32", "in-dev MB/l", "fetch MB/l", "if pages MB/l", "spilled");
 	for (uint32_t c : contexts)
 		for (uint32_t b : batches) {
 			std::vector<uint16_t> rows((size_t)ROWS * HEADS * HEAD_DIM), heavy_rows(rows.size());
@@ -192,14 +203,16 @@ int main(int argc, char **argv)
 			}
 			for (const char *be : {"none", "emulated"}) {
 				const Result r = run(device, be, c, b, layers, steps, heavy, rows, heavy_rows, dir);
-				std::printf("%7u %5u %-9s %12.1f %12.0f %14.1f %14.0f %12.1f %8.0f%%\n", c, b, be, 1e3 * r.step_s / layers,
-					    1e3 * r.step_s / layers * MODEL_LAYERS, r.bus_bytes / 1e6 / layers,
+				std::printf("%7u %5u %-9s %12.1f %12.0f %14.1f %14.0f %12.1f %12.1f %12.1f %8.0f%%\n", c, b, be,
+					    1e3 * r.step_s / layers, 1e3 * r.step_s / layers * MODEL_LAYERS, r.bus_bytes / 1e6 / layers,
 					    r.bus_bytes / 1e6 / layers * MODEL_LAYERS, r.device_bytes / 1e6 / layers,
-					    100 * r.spilled_fraction);
+					    r.fetch_bytes / 1e6 / layers, r.whole_page_bytes / 1e6 / layers, 100 * r.spilled_fraction);
 				std::fflush(stdout);
 			}
 		}
 	std::printf("\nbus: bytes that crossed between host memory and the device per decode step (pool reads and writes, "
-		    "and 8-byte Score Blocks for emulated); in-dev: K slab bytes the emulated device read internally.\n");
+		    "and 8-byte Score Blocks for emulated); in-dev: K slab bytes the emulated device read internally; fetch: "
+		    "bytes read to fetch the selected KV (only the 4 KiB blocks holding selected rows, whole slabs for pages "
+		    "coming back to memory); if pages: what reading those pages' K and V slabs whole would have read.\n");
 	return 0;
 }

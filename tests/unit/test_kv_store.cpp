@@ -357,14 +357,14 @@ void checksum__corrupted_slab__error_not_data(void **)
 		// V payload byte of token 40: reading it back is an error naming the device and offset.
 		const int64_t voff = kv->slab_offset(0, 40, SlabKind::V);
 		assert_true(voff >= 0);
-		corrupt_byte(dev, voff + sizeof(SlabHeader) + 8 * row + 3);
+		corrupt_byte(dev, voff + 8 * row + 3);
 		assert_int_equal(kv->read(0, 40, k.data(), v.data()), -EBADMSG);
 		assert_non_null(std::strstr(kv->error().c_str(), "payload checksum mismatch"));
 		assert_non_null(std::strstr(kv->error().c_str(), std::to_string(voff).c_str()));
 		// A header byte of a K slab (its page number): scoring on the device or host refuses it.
 		const int64_t koff = kv->slab_offset(1, 100, SlabKind::K);
 		assert_true(koff >= 0);
-		corrupt_byte(dev, koff + 16);
+		corrupt_byte(dev, koff + slab_header_at(4096) + 16); // the test shape's slabs are 4096 bytes
 		std::vector<float> q(s.q_heads * s.head_dim, 1.0f);
 		KvSelection sel;
 		assert_int_equal(kv->select(1, q.data(), 120, sel), -EBADMSG);
