@@ -19,7 +19,7 @@ static int llc_dev_open(struct inode *inode, struct file *file)
 static long llc_ioc_file(unsigned int cmd, void __user *arg)
 {
 	struct llmcache_ioc_file req;
-	struct llc_file *f;
+	struct llc_file *f = NULL;
 	struct file *file;
 	long err;
 
@@ -30,9 +30,16 @@ static long llc_ioc_file(unsigned int cmd, void __user *arg)
 	file = fget(req.fd);
 	if (!file)
 		return -EBADF;
+	if (cmd == LLMCACHE_IOC_REGISTER) { /* allocated before the mutex: it guards only the link */
+		f = llc_file_new(file, GFP_KERNEL);
+		if (IS_ERR(f)) {
+			fput(file);
+			return PTR_ERR(f);
+		}
+	}
 	mutex_lock(&llc_reg_mutex);
 	if (cmd == LLMCACHE_IOC_REGISTER) {
-		err = llc_register(file, &req.id);
+		err = llc_file_link(&f, &req.id);
 	} else {
 		f = llc_file_by_mapping(file->f_mapping);
 		err = f ? 0 : -ENOENT;
@@ -42,6 +49,8 @@ static long llc_ioc_file(unsigned int cmd, void __user *arg)
 		}
 	}
 	mutex_unlock(&llc_reg_mutex);
+	if (cmd == LLMCACHE_IOC_REGISTER)
+		llc_file_free(f); /* a duplicate: never linked */
 	fput(file);
 	if (!err && copy_to_user(arg, &req, sizeof(req)))
 		err = -EFAULT;

@@ -78,8 +78,11 @@ DECLARE_STATIC_KEY_FALSE(llc_active);
 void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last, bool request);
 void llc_feed_cache(struct folio *folio, bool added);
 
-/* Registration (callers hold llc_reg_mutex). */
+/* Registration (callers hold llc_reg_mutex, but for llc_file_new and llc_file_free). */
 struct llc_file *llc_file_by_mapping(struct address_space *mapping);
+struct llc_file *llc_file_new(struct file *file, gfp_t gfp); /* without the mutex */
+int llc_file_link(struct llc_file **fp, u64 *id);
+void llc_file_free(struct llc_file *f);
 int llc_register(struct file *file, u64 *id);
 void llc_unregister(struct llc_file *f);
 void llc_update_active(void);

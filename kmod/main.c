@@ -165,26 +165,48 @@ struct llc_file *llc_file_by_mapping(struct address_space *mapping)
 	return NULL;
 }
 
-/* Takes its own reference to file. */
-int llc_register(struct file *file, u64 *id)
+/*
+ * Registration in two steps so that llc_reg_mutex is not held across the allocation: llc_file_new
+ * allocates and initialises the state (taking its own reference to file), llc_file_link checks for a
+ * duplicate and links it under the mutex; on an error the caller frees it with llc_file_free.
+ */
+struct llc_file *llc_file_new(struct file *file, gfp_t gfp)
 {
 	struct llc_file *f;
-	int err;
 
-	lockdep_assert_held(&llc_reg_mutex);
 	if (!S_ISREG(file_inode(file)->i_mode))
-		return -EINVAL;
-	if (llc_file_by_mapping(file->f_mapping))
-		return -EEXIST;
-	f = kzalloc(sizeof(*f), GFP_KERNEL);
+		return ERR_PTR(-EINVAL);
+	f = kzalloc(sizeof(*f), gfp);
 	if (!f)
-		return -ENOMEM;
+		return ERR_PTR(-ENOMEM);
 	f->file = get_file(file);
 	f->mapping = file->f_mapping;
 	f->req_first = f->req_last = f->todo_first = ULONG_MAX;
 	xa_init_flags(&f->pins, XA_FLAGS_LOCK_IRQ);
 	xa_init_flags(&f->hot, XA_FLAGS_LOCK_IRQ);
+	return f;
+}
+
+/* A state llc_file_link refused (its kobject was never initialised). */
+void llc_file_free(struct llc_file *f)
+{
+	if (!IS_ERR_OR_NULL(f)) {
+		fput(f->file);
+		kfree(f);
+	}
+}
+
+/* Caller holds llc_reg_mutex. Once f is linked, or consumed by a failed sysfs add, f is set to NULL. */
+int llc_file_link(struct llc_file **fp, u64 *id)
+{
+	struct llc_file *f = *fp;
+	int err;
+
+	lockdep_assert_held(&llc_reg_mutex);
+	if (llc_file_by_mapping(f->mapping))
+		return -EEXIST;
 	f->id = llc_next_id++;
+	*fp = NULL;
 	err = llc_sysfs_file_add(f); /* on failure the kobject's release frees f and drops the file */
 	if (err)
 		return err;
@@ -194,6 +216,19 @@ int llc_register(struct file *file, u64 *id)
 	llc_update_active();
 	*id = f->id;
 	return 0;
+}
+
+/* Both steps under llc_reg_mutex, for callers that already hold it (the automatic mode's scan). */
+int llc_register(struct file *file, u64 *id)
+{
+	struct llc_file *f = llc_file_new(file, GFP_KERNEL | __GFP_NORETRY | __GFP_NOWARN);
+	int err;
+
+	if (IS_ERR(f))
+		return PTR_ERR(f);
+	err = llc_file_link(&f, id);
+	llc_file_free(f);
+	return err;
 }
 
 void llc_unregister(struct llc_file *f)

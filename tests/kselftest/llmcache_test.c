@@ -1753,3 +1753,132 @@ TEST_F(llmcache, kv_stats_ioctl)
 	EXPECT_EQ(2, sysfs_num("kv/pushes"));
 	kv_expect(_metadata, &st);
 }
+
+/*
+ * LLMCACHE_FILE_NO_DROP: two config-like files read once, one flagged; once seq_drop_ns has passed the
+ * other one's scan is dropped and the flagged one stays resident, uncounted in seq_dropped.
+ */
+TEST_F_TIMEOUT(llmcache, file_opts_no_drop, 120)
+{
+	char kpath[256], dpath[256];
+	int keep = scratch_file("nodrop", 64, kpath, sizeof(kpath));
+	int drop = scratch_file("drop", 64, dpath, sizeof(dpath));
+
+	ASSERT_LE(0, keep);
+	ASSERT_LE(0, drop);
+	drop_caches();
+	ASSERT_EQ(0, sysfs_write("seq_drop_ns", "200000000"));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, keep, NULL));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, drop, NULL));
+	ASSERT_EQ(0, file_opts(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, keep, LLMCACHE_FILE_NO_DROP, 0, NULL));
+	ASSERT_EQ(0, scan(keep, 64));
+	ASSERT_EQ(0, scan(drop, 64));
+	EXPECT_EQ(64, wait_stat("stats/seq_dropped", 64));
+	EXPECT_EQ(0, resident(drop, 0, 64)) TH_LOG("the unflagged scan stayed");
+	usleep(600000); /* three more seq_drop_ns */
+	EXPECT_EQ(64, resident(keep, 0, 64)) TH_LOG("the NO_DROP scan was dropped");
+	EXPECT_EQ(64, sysfs_num("stats/seq_dropped"));
+	close(keep);
+	close(drop);
+	unlink(kpath);
+	unlink(dpath);
+}
+
+/*
+ * LLMCACHE_FILE_NO_PROTECT: two tokenizer-like files with the same lookups and a reserve of 16 blocks;
+ * only the unflagged file's 10 HOT blocks are protected. Clearing the flag fills the reserve; flagging
+ * the other file then releases its blocks.
+ */
+TEST_F_TIMEOUT(llmcache, file_opts_no_protect, 120)
+{
+	char upath[256], ppath[256];
+	int unprot = scratch_file("noprotect", 64, upath, sizeof(upath));
+	int prot = scratch_file("protect", 64, ppath, sizeof(ppath));
+
+	ASSERT_LE(0, unprot);
+	ASSERT_LE(0, prot);
+	drop_caches();
+	ASSERT_EQ(0, sysfs_write("seq_drop_ns", "1000000000"));
+	ASSERT_EQ(0, sysfs_write("hot_reserve", "65536")); /* 16 blocks */
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, unprot, NULL));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, prot, NULL));
+	ASSERT_EQ(0, file_opts(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, unprot, LLMCACHE_FILE_NO_PROTECT, 0, NULL));
+	ASSERT_EQ(0, scan(unprot, 64));
+	ASSERT_EQ(0, scan(prot, 64));
+	ASSERT_EQ(0, lookups(unprot, 5));
+	ASSERT_EQ(0, lookups(prot, 5));
+	EXPECT_EQ(HOT_BLOCKS, wait_stat("stats/hot_protected", HOT_BLOCKS));
+	usleep(300000); /* the worker runs 50 ms after an access to an unprotected HOT block */
+	EXPECT_EQ(HOT_BLOCKS, sysfs_num("stats/hot_protected")) TH_LOG("NO_PROTECT blocks were protected");
+	drop_caches();
+	EXPECT_EQ(HOT_BLOCKS, hot_resident(prot)) TH_LOG("protected blocks left the page cache");
+
+	ASSERT_EQ(0, file_opts(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, unprot, 0, 0, NULL));
+	ASSERT_EQ(0, lookups(unprot, 1));
+	EXPECT_EQ(16, wait_stat("stats/hot_protected", 16)) TH_LOG("clearing NO_PROTECT protected nothing more");
+	ASSERT_EQ(0, file_opts(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, prot, LLMCACHE_FILE_NO_PROTECT, 0, NULL));
+	EXPECT_EQ(HOT_BLOCKS, wait_stat("stats/hot_protected", HOT_BLOCKS)) TH_LOG("setting NO_PROTECT released nothing");
+	drop_caches();
+	EXPECT_EQ(HOT_BLOCKS, hot_resident(unprot));
+	close(unprot);
+	close(prot);
+	unlink(upath);
+	unlink(ppath);
+}
+
+/*
+ * Registration allocates before taking the registration mutex, so racing registrations of one file
+ * both allocate: exactly one links it, every other gets EEXIST and its state is freed (the ids stay
+ * dense: a refused registration takes none), round after round.
+ */
+TEST_F_TIMEOUT(llmcache, register_race, 120)
+{
+	enum { PROCS = 4, ROUNDS = 50 };
+	char path[256];
+	int fd = scratch_file("race", 4, path, sizeof(path)), go[2], done[2], r, i, status;
+	pid_t pids[PROCS];
+	__u64 id = 0;
+
+	ASSERT_LE(0, fd);
+	for (r = 0; r < ROUNDS; r++) {
+		int wins = 0, dups = 0;
+		char c = 0;
+
+		ASSERT_EQ(0, pipe(go));
+		ASSERT_EQ(0, pipe(done));
+		for (i = 0; i < PROCS; i++) {
+			pids[i] = fork();
+			ASSERT_LE(0, pids[i]);
+			if (pids[i] == 0) {
+				int err;
+
+				close(go[1]);
+				if (read(go[0], &c, 1) != 0)
+					_exit(3);
+				err = ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL);
+				c = err == 0 ? 'w' : err == -EEXIST ? 'd' : 'x';
+				_exit(write(done[1], &c, 1) == 1 ? 0 : 4);
+			}
+		}
+		close(go[0]);
+		close(go[1]); /* every child's read returns now */
+		close(done[1]);
+		while (read(done[0], &c, 1) == 1) {
+			wins += c == 'w';
+			dups += c == 'd';
+		}
+		close(done[0]);
+		for (i = 0; i < PROCS; i++) {
+			ASSERT_EQ(pids[i], waitpid(pids[i], &status, 0));
+			EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		}
+		ASSERT_EQ(1, wins) TH_LOG("round %d: %d registrations succeeded", r, wins);
+		ASSERT_EQ(PROCS - 1, dups) TH_LOG("round %d", r);
+		ASSERT_EQ(1, sysfs_num("registered"));
+		ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_UNREGISTER, fd, &id));
+		ASSERT_EQ((__u64)r + 1, id) TH_LOG("round %d: id %llu", r, (unsigned long long)id);
+	}
+	EXPECT_EQ(0, sysfs_num("registered"));
+	close(fd);
+	unlink(path);
+}

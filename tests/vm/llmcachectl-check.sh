@@ -3,8 +3,9 @@
 # llmcachectl's kernel-module commands, run as root inside the VM (tests/vm/run.sh) with $LLMCACHE_BIN,
 # $LLMCACHE_KO and $LLMCACHE_SCRATCH set: clear messages without the module or without root, register /
 # unregister, status (human and JSON), set with units and with garbage, per-file options (register
-# --no-pin, set-file), the loops table (human and JSON) and the automatic mode. Prints PASS or the
-# first FAIL.
+# --no-pin, set-file), the loops table (human and JSON), the automatic mode, and status showing every
+# value of the module's sysfs directory (SEQ drops and HOT protection with their real counts). Prints
+# PASS or the first FAIL.
 c=$LLMCACHE_BIN/llmcachectl
 sys=/sys/kernel/llmcache
 fail() { echo "FAIL: $*"; rmmod llmcache 2>/dev/null; exit 1; }
@@ -83,5 +84,59 @@ grep -qx "$small" $sys/files/*/path && fail "auto registered $small"
 expect 0 '"mode":"pid","target":'$holder',"min_size":2097152,"registered":[1-9]' "$c" auto --json
 expect 0 'automatic mode off' "$c" auto --off
 kill $holder
+rmmod llmcache || fail rmmod
+
+# status shows every tunable and statistic the module exports, with sane values: a fresh module's
+# defaults, then a config read once and dropped after seq_drop, and a tokenizer's lookups protected.
+insmod "$LLMCACHE_KO" || fail "insmod $LLMCACHE_KO"
+json=$("$c" status --json) || fail "status --json: $json"
+human=$("$c" status) || fail "status: $human"
+for n in $(cd $sys && for v in *; do [ -f "$v" ] && echo "$v"; done); do
+	echo "$json" | grep -q "\"$n\":" || fail "status --json lacks $n: $json"
+done
+for n in $(ls $sys/stats); do
+	echo "$json" | grep -q "\"$n\":$(cat $sys/stats/$n)[,}]" || fail "status --json lacks stats/$n: $json"
+	echo "$human" | grep -q "^  $n  *[0-9]" || fail "status lacks stats/$n: $human"
+done
+for n in sizing/bw_measured sizing/t_measured_ns auto/mode auto/min_size kv/sessions kv/cpu/bytes kv/storage/spills; do
+	echo "$json" | grep -q "\"${n##*/}\":" || fail "status --json lacks $n: $json"
+done
+expect 0 '"seq_drop_ns":1000000000,"hook_mode":"[a-z]*","registered":0,"stats":{"accesses":0,' "$c" status --json
+expect 0 '"seq_dropped":0,"hot_protected":0,' "$c" status --json
+expect 0 '"sizing":{"bw_measured":0,"t_measured_ns":0},"auto":{"mode":"off","target":0,' "$c" status --json
+expect 0 '"kv":{"sessions":0,.*"cpu":{"bytes":0,.*"storage":{"bytes":0,' "$c" status --json
+expect 0 'SEQ drop after 1 s' "$c" status
+expect 0 'automatic mode off' "$c" status
+expect 0 'measured: BW none yet, T none (no loops)' "$c" status
+expect 0 'seq_drop_ns = 200000000' "$c" set seq_drop=200ms hot_reserve=64KiB
+expect 2 'seq_drop' "$c" set seq_drop=soon
+[ "$(cat $sys/seq_drop_ns)" = 200000000 ] || fail "a refused seq_drop changed seq_drop_ns"
+g=$LLMCACHE_SCRATCH/config.bin t=$LLMCACHE_SCRATCH/tokenizer.bin
+dd if=/dev/urandom of="$g" bs=4096 count=64 2>/dev/null
+dd if=/dev/urandom of="$t" bs=4096 count=64 2>/dev/null
+sync
+echo 1 >/proc/sys/vm/drop_caches
+expect 0 "registered $g" "$c" register "$g"
+cat "$g" >/dev/null
+i=0
+while [ "$(cat $sys/stats/seq_dropped)" != 64 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+expect 0 '"seq_drop_ns":200000000,' "$c" status --json
+expect 0 '"seq_dropped":64,"hot_protected":0,' "$c" status --json
+expect 0 '^  seq_dropped  *64$' "$c" status
+expect 0 'SEQ drop after 200 ms' "$c" status
+expect 0 'seq_drop_ns = 0' "$c" set seq_drop=off
+expect 0 'SEQ drop off' "$c" status
+# A tokenizer: a scan, then 5 rounds of lookups of 10 blocks; the 10 HOT blocks fit in the reserve.
+expect 0 "registered $t" "$c" register "$t"
+cat "$t" >/dev/null
+for r in 1 2 3 4 5; do
+	for k in 0 1 2 3 4 5 6 7 8 9; do dd if="$t" of=/dev/null bs=4096 skip=$((3 + 6 * k)) count=1 2>/dev/null; done
+done
+i=0
+while [ "$(cat $sys/stats/hot_protected)" != 10 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+expect 0 '"hot_reserve":65536,' "$c" status --json
+expect 0 '"hot_protected":10,' "$c" status --json
+expect 0 '^  hot_protected  *10$' "$c" status
+expect 0 'hot reserve 64.0 KiB' "$c" status
 rmmod llmcache || fail rmmod
 echo PASS

@@ -97,12 +97,52 @@ namespace {
 
 using namespace llmcache::kmod;
 
-const char *const tunables[] = {"enable", "pin_budget", "hot_reserve", "bw", "t_ns", "hook_mode", "registered"};
-const char *const stats[] = {"accesses", "hits", "misses", "seq_blocks", "loop_blocks", "hot_blocks",
-			     "loop_iterations", "seqs_created", "seqs_recycled", "chunks_recycled", "pinned",
-			     "shrinker_released", "events_dropped", "seq_seqs", "loop_seqs", "hot_seqs"};
+// What status shows of each sysfs directory: the names listed here in this order, then any other value
+// the directory holds, by name, so that a statistic or tunable added to the module shows up unlisted.
+const char *const top_names[] = {"enable", "pin_budget", "hot_reserve", "bw", "t_ns", "seq_drop_ns", "hook_mode",
+				 "registered"};
+const char *const stat_names[] = {"accesses", "hits", "misses", "seq_blocks", "loop_blocks", "hot_blocks",
+				  "loop_iterations", "seqs_created", "seqs_recycled", "chunks_recycled", "pinned",
+				  "shrinker_released", "events_dropped", "seq_dropped", "hot_protected",
+				  "loop_dropped", "seq_seqs", "loop_seqs", "hot_seqs"};
+const char *const sizing_names[] = {"bw_measured", "t_measured_ns"};
+const char *const auto_names[] = {"mode", "target", "min_size", "registered", "scans"};
+const char *const kv_names[] = {"sessions", "selects", "beta_milli", "pushes", "last_push_ns"};
+const char *const kv_pool_names[] = {"bytes", "tokens", "spills", "restores", "bus_bytes", "kernel_runs",
+				     "scored_tokens", "score_latency_ns"};
 const char *const file_fields[] = {"accesses", "seq_blocks", "loop_blocks", "hot_blocks", "added", "removed",
 				   "pinned", "flags", "pin_limit"};
+
+// The values of directory dir ("" for the top) as (name, value) pairs, in the order above.
+template <size_t N>
+std::vector<std::pair<std::string, std::string>> values(const std::string &dir, const char *const (&known)[N])
+{
+	const std::string prefix = dir.empty() ? "" : dir + "/";
+	std::vector<std::string> names(known, known + N), extra;
+	if (DIR *d = opendir((sysfs + "/" + dir).c_str())) {
+		while (dirent *e = readdir(d))
+			if (e->d_type == DT_REG && std::find(names.begin(), names.end(), e->d_name) == names.end())
+				extra.push_back(e->d_name);
+		closedir(d);
+	}
+	std::sort(extra.begin(), extra.end());
+	names.insert(names.end(), extra.begin(), extra.end());
+	std::vector<std::pair<std::string, std::string>> out;
+	for (const auto &n : names)
+		out.emplace_back(n, read_value(prefix + n));
+	return out;
+}
+
+// A JSON object of the pairs: numbers as numbers, anything else ("tracepoint", "off") as a string.
+std::string json_object(const std::vector<std::pair<std::string, std::string>> &kv)
+{
+	std::string out = "{";
+	for (const auto &[k, v] : kv) {
+		const bool num = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+		out += (out.size() > 1 ? ",\"" : "\"") + k + "\":" + (num ? v : json_string(v));
+	}
+	return out + "}";
+}
 
 int status(const std::vector<std::string> &args)
 {
@@ -118,23 +158,21 @@ int status(const std::vector<std::string> &args)
 		return 0;
 	}
 	require_loaded();
-	const char *sep = "";
+	const auto top = values("", top_names), stats = values("stats", stat_names),
+		   sizing = values("sizing", sizing_names), autom = values("auto", auto_names);
+	// kv/: llmcached's last push (absent when the module could not create it).
+	const bool kv = access((sysfs + "/kv").c_str(), F_OK) == 0;
+	const auto kvs = kv ? values("kv", kv_names) : decltype(top){};
+	const auto cpu = kv ? values("kv/cpu", kv_pool_names) : kvs, storage = kv ? values("kv/storage", kv_pool_names) : kvs;
 	if (json) {
-		std::printf("{");
-		for (const char *t : tunables) {
-			std::string v = read_value(t);
-			bool text = !std::strcmp(t, "hook_mode");
-			std::printf("%s\"%s\":%s", sep, t, text ? json_string(v).c_str() : v.c_str());
-			sep = ",";
-		}
-		std::printf(",\"stats\":{");
-		sep = "";
-		for (const char *s : stats) {
-			std::printf("%s\"%s\":%s", sep, s, read_value(std::string("stats/") + s).c_str());
-			sep = ",";
-		}
-		std::printf("},\"files\":[");
-		sep = "";
+		const std::string t = json_object(top), k = json_object(kvs);
+		std::printf("%s,\"stats\":%s,\"sizing\":%s,\"auto\":%s,", t.substr(0, t.size() - 1).c_str(),
+			    json_object(stats).c_str(), json_object(sizing).c_str(), json_object(autom).c_str());
+		if (kv)
+			std::printf("\"kv\":%s,\"cpu\":%s,\"storage\":%s},", k.substr(0, k.size() - 1).c_str(),
+				    json_object(cpu).c_str(), json_object(storage).c_str());
+		std::printf("\"files\":[");
+		const char *sep = "";
 		for (const auto &id : file_ids()) {
 			std::printf("%s{\"id\":%s,\"path\":%s", sep, id.c_str(),
 				    json_string(read_value("files/" + id + "/path")).c_str());
@@ -146,20 +184,48 @@ int status(const std::vector<std::string> &args)
 		std::printf("]}\n");
 		return 0;
 	}
-	auto num = [](const std::string &name) { return std::stoull(read_value(name)); };
-	std::printf("llmcache.ko: %s, hooks %s, %s files registered\n", num("enable") ? "enabled" : "disabled",
-		    read_value("hook_mode").c_str(), read_value("registered").c_str());
-	std::printf("pin budget %s, hot reserve %s, BW %s/s, T %s\n", units::format_bytes(num("pin_budget")).c_str(),
-		    units::format_bytes(num("hot_reserve")).c_str(), units::format_bytes(num("bw")).c_str(),
-		    units::format_duration(num("t_ns")).c_str());
-	for (const char *s : stats)
-		std::printf("  %-18s %s\n", s, read_value(std::string("stats/") + s).c_str());
+	auto get = [](const auto &kv, const std::string &name) {
+		for (const auto &[k, v] : kv)
+			if (k == name)
+				return v;
+		return std::string();
+	};
+	auto num = [&](const auto &kv, const std::string &name) { return std::stoull(get(kv, name)); };
+	const uint64_t drop = num(top, "seq_drop_ns");
+	std::printf("llmcache.ko: %s, hooks %s, %s files registered\n", num(top, "enable") ? "enabled" : "disabled",
+		    get(top, "hook_mode").c_str(), get(top, "registered").c_str());
+	std::printf("pin budget %s, hot reserve %s, BW %s, T %s, SEQ drop %s\n",
+		    units::format_bytes(num(top, "pin_budget")).c_str(), units::format_bytes(num(top, "hot_reserve")).c_str(),
+		    num(top, "bw") ? (units::format_bytes(num(top, "bw")) + "/s").c_str() : "measured",
+		    num(top, "t_ns") ? units::format_duration(num(top, "t_ns")).c_str() : "measured",
+		    drop ? ("after " + units::format_duration(drop)).c_str() : "off");
+	const uint64_t bw_m = num(sizing, "bw_measured"), t_m = num(sizing, "t_measured_ns");
+	std::printf("measured: BW %s, T %s\n", bw_m ? (units::format_bytes(bw_m) + "/s").c_str() : "none yet",
+		    t_m ? units::format_duration(t_m).c_str() : "none (no loops)");
+	if (get(autom, "mode") == "off")
+		std::printf("automatic mode off\n");
+	else
+		std::printf("automatic mode: %s %s, files from %s, %s registered in %s scans\n", get(autom, "mode").c_str(),
+			    get(autom, "target").c_str(), units::format_bytes(num(autom, "min_size")).c_str(),
+			    get(autom, "registered").c_str(), get(autom, "scans").c_str());
+	for (const auto &[k, v] : top) // values without a place above (added to the module since)
+		if (std::find(std::begin(top_names), std::end(top_names), k) == std::end(top_names))
+			std::printf("  %-18s %s\n", k.c_str(), v.c_str());
+	for (const auto &[k, v] : stats)
+		std::printf("  %-18s %s\n", k.c_str(), v.c_str());
+	if (kv && num(kvs, "pushes"))
+		std::printf("KV (llmcached): %s sessions, %s selects, CPU pool %s (%s tokens), storage %s (%s tokens)\n",
+			    get(kvs, "sessions").c_str(), get(kvs, "selects").c_str(),
+			    units::format_bytes(num(cpu, "bytes")).c_str(), get(cpu, "tokens").c_str(),
+			    units::format_bytes(num(storage, "bytes")).c_str(), get(storage, "tokens").c_str());
 	for (const auto &id : file_ids()) {
 		std::string p = "files/" + id + "/";
-		std::printf("file %s: %s\n  accesses %s (SEQ %s, LOOP %s, HOT %s), pinned %s\n", id.c_str(),
-			    read_value(p + "path").c_str(), read_value(p + "accesses").c_str(),
+		const uint64_t limit = std::stoull(read_value(p + "pin_limit"));
+		std::printf("file %s: %s\n  accesses %s (SEQ %s, LOOP %s, HOT %s), pinned %s, flags %s, pin limit %s\n",
+			    id.c_str(), read_value(p + "path").c_str(), read_value(p + "accesses").c_str(),
 			    read_value(p + "seq_blocks").c_str(), read_value(p + "loop_blocks").c_str(),
-			    read_value(p + "hot_blocks").c_str(), read_value(p + "pinned").c_str());
+			    read_value(p + "hot_blocks").c_str(), read_value(p + "pinned").c_str(),
+			    read_value(p + "flags").c_str(), limit ? units::format_bytes(limit).c_str() : "none");
 	}
 	return 0;
 }
@@ -260,9 +326,11 @@ int set(const std::vector<std::string> &args)
 	const bool help = positionals(args, help_only, settings);
 	if (help || settings.empty()) {
 		std::printf("Usage: llmcachectl set NAME=VALUE...\n\nNames: enable (0 or 1), pin_budget and hot_reserve "
-			    "(bytes: 512MiB), bw (100MB/s), t (100ms).\nbw and t take 0 or \"measured\": the sizing rule then uses "
-			    "the measured values (llmcachectl loops).\n\nEXAMPLES\n"
-			    "  llmcachectl set pin_budget=512MiB hot_reserve=4MiB\n  llmcachectl set bw=1GB/s t=100ms\n");
+			    "(bytes: 512MiB), bw (100MB/s), t (100ms),\nseq_drop (1s: drop a file's "
+			    "one-time scans this long after its last one; 0 or \"off\": never).\nbw and t take 0 or \"measured\": "
+			    "the sizing rule then uses the measured values (llmcachectl loops).\n\nEXAMPLES\n"
+			    "  llmcachectl set pin_budget=512MiB hot_reserve=4MiB\n  llmcachectl set bw=1GB/s t=100ms\n"
+			    "  llmcachectl set seq_drop=200ms\n");
 		return help ? 0 : 2;
 	}
 	require_loaded();
@@ -284,8 +352,12 @@ int set(const std::vector<std::string> &args)
 			} else if (name == "t" || name == "t_ns") {
 				name = "t_ns";
 				v = text == "measured" ? 0 : units::parse_duration_ns(text);
+			} else if (name == "seq_drop" || name == "seq_drop_ns") {
+				name = "seq_drop_ns";
+				v = text == "off" ? 0 : units::parse_duration_ns(text);
 			} else {
-				throw po::error("unknown setting '" + name + "': say enable, pin_budget, hot_reserve, bw or t");
+				throw po::error("unknown setting '" + name +
+						"': say enable, pin_budget, hot_reserve, bw, t or seq_drop");
 			}
 		} catch (const std::invalid_argument &e) {
 			throw po::error(name + ": " + e.what());
