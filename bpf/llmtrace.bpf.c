@@ -15,8 +15,9 @@
  *   a higher start, and the same read-syscall count task->ioac.syscr), so one read() is one record.
  * - otherwise (e.g. Linux 6.1) the raw syscall tracepoints sys_enter/sys_exit for read, pread64, readv,
  *   preadv, preadv2, with the file and its offset taken from the task's fd table at entry and the byte
- *   count at exit; and exceptions:page_fault_user with bpf_find_vma() for faults on file mappings (no
- *   fault-around there).
+ *   count at exit; and for mmap, kprobes on filemap_map_pages and filemap_fault (fault-around and faults,
+ *   the same records as the tracepoints), or where kprobes cannot attach (this machine's 6.18 has no
+ *   kprobe PMU) exceptions:page_fault_user with bpf_find_vma() (the faulting pages only).
  * - writes, on every kernel: sys_enter/sys_exit for write, pwrite64, writev, pwritev, pwritev2 (the offset
  *   is i_size for O_APPEND files). With the filemap hooks, sys_enter also notes where each read starts.
  * - mm_filemap_add_to_page_cache / mm_filemap_delete_from_page_cache (tp_btf, 6.1 too): pages of the
@@ -27,7 +28,8 @@
  * names files that a short-lived process opened and closed before userspace could look in /proc.
  * Filters: followed tgids (-p, -- CMD), a cgroup (v2, its descendants too), a minimum file size, regular
  * files only, and paths: userspace marks the files outside --path-prefix IGNORED in `named` once named. A record that finds the ring buffer full is counted in LLMTRACE_CNT_LOST.
- * fentry/fexit are not used: they do not attach on every kernel this must run on.
+ * fentry/fexit are not used: they do not attach on every kernel this must run on. kprobes are used only for
+ * mmap without the filemap tracepoints: a kprobe costs more than a tp_btf hook.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -418,6 +420,46 @@ int BPF_PROG(filemap_fault, struct address_space *mapping, unsigned long index)
 
 	if (wanted(tgid))
 		emit_btf(mapping->host, index, index, LLMCACHE_OP_MMAP_FAULT, tgid);
+	return 0;
+}
+
+/*
+ * Kernels without those two tracepoints (6.1): kprobes on the functions they sit in, with the same records.
+ * filemap_map_pages(vmf, start_pgoff, end_pgoff) maps the cached pages of the fault-around window; the
+ * tracepoint fires at its end once something was mapped, the kprobe at its start: it reports the window
+ * the kernel is about to map (where nothing is cached, the fault that follows reads it in and faults
+ * again). filemap_fault(vmf) is the fault itself. Every field is a probe read (CO-RE).
+ */
+static __always_inline struct address_space *vmf_mapping(struct vm_fault *vmf)
+{
+	return BPF_CORE_READ(vmf, vma, vm_file, f_mapping);
+}
+
+SEC("kprobe/filemap_map_pages")
+int BPF_KPROBE(kp_filemap_map_pages, struct vm_fault *vmf, unsigned long start, unsigned long end)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct address_space *mapping;
+	__u64 first = start, last = end;
+
+	if (!wanted(tgid) || !(mapping = vmf_mapping(vmf)))
+		return 0;
+	widen_to_folios(mapping, &first, &last);
+	emit_probe(BPF_CORE_READ(mapping, host), first, last, LLMCACHE_OP_MMAP_FAULT, tgid);
+	return 0;
+}
+
+SEC("kprobe/filemap_fault")
+int BPF_KPROBE(kp_filemap_fault, struct vm_fault *vmf)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct address_space *mapping;
+	__u64 index;
+
+	if (!wanted(tgid) || !(mapping = vmf_mapping(vmf)))
+		return 0;
+	index = BPF_CORE_READ(vmf, pgoff);
+	emit_probe(BPF_CORE_READ(mapping, host), index, index, LLMCACHE_OP_MMAP_FAULT, tgid);
 	return 0;
 }
 
