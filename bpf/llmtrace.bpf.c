@@ -340,6 +340,8 @@ static __always_inline struct folio *cache_folio(struct address_space *mapping, 
 
 	if (!xa_node(e))
 		return index == 0 && e && !(e & 3) ? (struct folio *)e : NULL;
+	/* Unrolled: the 6.1 verifier rejects the loop the compiler makes of this (a fall-through back-edge). */
+#pragma unroll
 	for (int depth = 0; depth < 8 && xa_node(e); depth++) {
 		struct xa_node *node = (struct xa_node *)(e - 2);
 		__u32 off = (index >> BPF_CORE_READ(node, shift)) & 63;
@@ -383,6 +385,7 @@ static __always_inline void widen_to_folios(struct address_space *mapping, __u64
 {
 	__u64 ends[2] = { *first, *last };
 
+#pragma unroll
 	for (int i = 0; i < 2; i++) {
 		struct folio *f = cache_folio(mapping, ends[i]);
 		__u64 start, nr;
