@@ -215,10 +215,14 @@ Feed::Feed(const FeedOptions &o) : impl_(std::make_unique<Impl>())
 			on = tracepoint_exists("filemap", std::string(sec.substr(sizeof("tp_btf/") - 1)));
 		else if (sec.starts_with("tp_btf/mm_filemap_"))
 			on = filemap_;
+		else if (sec == "tp_btf/sys_exit") // the syscall mode's reads, and writes there
+			on = !filemap_;
 		else if (sec.starts_with("kprobe/"))
 			on = mmap_hooks_ == "kprobe";
 		else if (sec == "tp/exceptions/page_fault_user")
 			on = mmap_hooks_ == "fault";
+		if (const char *off = getenv("LLMTRACE_OFF"); off && strstr(off, bpf_program__name(prog)))
+			on = false; // TEMP
 		bpf_program__set_autoload(prog, on);
 	}
 	int err = llmtrace_bpf__load(skel);
@@ -243,6 +247,7 @@ void Feed::follow(uint32_t tgid)
 {
 	uint8_t one = 1;
 	bpf_map__update_elem(impl_->skel->maps.followed, &tgid, sizeof(tgid), &one, 1, BPF_ANY);
+	__atomic_fetch_add(&impl_->skel->bss->followed_gen, 1, __ATOMIC_SEQ_CST); // threads look up again
 	// The children it has already (sched_process_fork adds the ones it starts from now on).
 	std::string task_dir = "/proc/" + std::to_string(tgid) + "/task";
 	if (DIR *d = opendir(task_dir.c_str())) {
