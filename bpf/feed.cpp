@@ -221,8 +221,6 @@ Feed::Feed(const FeedOptions &o) : impl_(std::make_unique<Impl>())
 			on = mmap_hooks_ == "kprobe";
 		else if (sec == "tp/exceptions/page_fault_user")
 			on = mmap_hooks_ == "fault";
-		if (const char *off = getenv("LLMTRACE_OFF"); off && strstr(off, bpf_program__name(prog)))
-			on = false; // TEMP
 		bpf_program__set_autoload(prog, on);
 	}
 	int err = llmtrace_bpf__load(skel);
