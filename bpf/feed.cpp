@@ -55,6 +55,22 @@ bool tracepoint_exists(const char *category, const std::string &name)
 	return access(("/sys/kernel/tracing/events/" + std::string(category) + "/" + name).c_str(), F_OK) == 0;
 }
 
+// kprobes attach through perf_event_open's kprobe PMU (libbpf's legacy path through tracefs's
+// kprobe_events is not tried: kernels without the PMU, like this machine's, have no kprobe events either).
+bool kprobes_on(std::initializer_list<std::string_view> functions)
+{
+	if (access("/sys/bus/event_source/devices/kprobe/type", F_OK))
+		return false;
+	std::ifstream in("/proc/kallsyms");
+	size_t found = 0;
+	for (std::string addr, type, name; found < functions.size() && in >> addr >> type >> name;) {
+		in.ignore(256, '\n');
+		if ((type == "T" || type == "t") && std::find(functions.begin(), functions.end(), name) != functions.end())
+			found++;
+	}
+	return found == functions.size();
+}
+
 // A cgroup v2 directory's id and its depth below the root of the hierarchy (/sys/fs/cgroup, or
 // /sys/fs/cgroup/unified on hybrid systems).
 void cgroup_of(const std::string &path, uint64_t &id, uint32_t &level)
@@ -181,7 +197,15 @@ Feed::Feed(const FeedOptions &o) : impl_(std::make_unique<Impl>())
 		   (o.hooks == "auto" && (tracepoint_exists("filemap", "mm_filemap_get_pages") ||
 					  kernel_has("btf_trace_mm_filemap_get_pages")));
 	skel->rodata->syscall_reads = !filemap_;
-	faults_ = filemap_ || tracepoint_exists("exceptions", "page_fault_user");
+	// mmap: the filemap tracepoints, else kprobes on the functions they sit in, else the faulting pages
+	// alone (exceptions:page_fault_user).
+	if (filemap_)
+		mmap_hooks_ = "filemap";
+	else if (kprobes_on({"filemap_map_pages", "filemap_fault"}))
+		mmap_hooks_ = "kprobe";
+	else if (tracepoint_exists("exceptions", "page_fault_user"))
+		mmap_hooks_ = "fault";
+	faults_ = !mmap_hooks_.empty();
 	bpf_program *prog;
 	bpf_object__for_each_program(prog, skel->obj)
 	{
@@ -191,8 +215,12 @@ Feed::Feed(const FeedOptions &o) : impl_(std::make_unique<Impl>())
 			on = tracepoint_exists("filemap", std::string(sec.substr(sizeof("tp_btf/") - 1)));
 		else if (sec.starts_with("tp_btf/mm_filemap_"))
 			on = filemap_;
+		else if (sec == "tp_btf/sys_exit") // the syscall mode's reads, and writes there
+			on = !filemap_;
+		else if (sec.starts_with("kprobe/"))
+			on = mmap_hooks_ == "kprobe";
 		else if (sec == "tp/exceptions/page_fault_user")
-			on = !filemap_ && faults_;
+			on = mmap_hooks_ == "fault";
 		bpf_program__set_autoload(prog, on);
 	}
 	int err = llmtrace_bpf__load(skel);
@@ -217,6 +245,7 @@ void Feed::follow(uint32_t tgid)
 {
 	uint8_t one = 1;
 	bpf_map__update_elem(impl_->skel->maps.followed, &tgid, sizeof(tgid), &one, 1, BPF_ANY);
+	__atomic_fetch_add(&impl_->skel->bss->followed_gen, 1, __ATOMIC_SEQ_CST); // threads look up again
 	// The children it has already (sched_process_fork adds the ones it starts from now on).
 	std::string task_dir = "/proc/" + std::to_string(tgid) + "/task";
 	if (DIR *d = opendir(task_dir.c_str())) {

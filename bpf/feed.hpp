@@ -61,11 +61,15 @@ public:
 	uint64_t evicted() const;
 	bool filemap() const { return filemap_; } // filemap tracepoints, else syscall tracepoints
 	bool faults() const { return faults_; }   // mmap faults are seen
+	// How mmap accesses are seen: "filemap" (tracepoints), "kprobe" (on filemap_map_pages and
+	// filemap_fault: fault-around too), "fault" (exceptions:page_fault_user: the faulting pages only) or "".
+	const std::string &mmap_hooks() const { return mmap_hooks_; }
 
 private:
 	struct Impl;
 	std::unique_ptr<Impl> impl_;
 	bool filemap_ = false, faults_ = false;
+	std::string mmap_hooks_;
 };
 
 } // namespace llmtrace

@@ -15,10 +15,13 @@
  *   a higher start, and the same read-syscall count task->ioac.syscr), so one read() is one record.
  * - otherwise (e.g. Linux 6.1) the raw syscall tracepoints sys_enter/sys_exit for read, pread64, readv,
  *   preadv, preadv2, with the file and its offset taken from the task's fd table at entry and the byte
- *   count at exit; and exceptions:page_fault_user with bpf_find_vma() for faults on file mappings (no
- *   fault-around there).
- * - writes, on every kernel: sys_enter/sys_exit for write, pwrite64, writev, pwritev, pwritev2 (the offset
- *   is i_size for O_APPEND files). With the filemap hooks, sys_enter also notes where each read starts.
+ *   count at exit; and for mmap, kprobes on filemap_map_pages and filemap_fault (fault-around and faults,
+ *   the same records as the tracepoints), or where kprobes cannot attach (this machine's 6.18 has no
+ *   kprobe PMU) exceptions:page_fault_user with bpf_find_vma() (the faulting pages only).
+ * - writes, on every kernel: sys_enter for write, pwrite64, writev, pwritev, pwritev2 (the offset is i_size
+ *   for O_APPEND files), with the byte count asked for; sys_exit, with the count written, only where it
+ *   is attached anyway for the reads (the syscall mode). With the filemap hooks, sys_enter also notes
+ *   where each read starts.
  * - mm_filemap_add_to_page_cache / mm_filemap_delete_from_page_cache (tp_btf, 6.1 too): pages of the
  *   recorded files read into the page cache and evicted, counted (LLMTRACE_CNT_INSERTED / _EVICTED).
  * - sched_process_fork (raw tracepoint) adds the children of followed processes to the followed set.
@@ -27,7 +30,8 @@
  * names files that a short-lived process opened and closed before userspace could look in /proc.
  * Filters: followed tgids (-p, -- CMD), a cgroup (v2, its descendants too), a minimum file size, regular
  * files only, and paths: userspace marks the files outside --path-prefix IGNORED in `named` once named. A record that finds the ring buffer full is counted in LLMTRACE_CNT_LOST.
- * fentry/fexit are not used: they do not attach on every kernel this must run on.
+ * fentry/fexit are not used: they do not attach on every kernel this must run on. kprobes are used only for
+ * mmap without the filemap tracepoints: a kprobe costs more than a tp_btf hook.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -50,6 +54,7 @@ const volatile __u64 min_size = 0;        /* files smaller than this are ignored
 const volatile __u32 self_tgid = 0;       /* the recorder itself, never traced */
 const volatile __u64 wakeup_bytes = 0;    /* wake the reader only once this much is waiting (0: always) */
 const volatile bool syscall_reads = false; /* reads from the syscalls (no filemap tracepoints) */
+volatile __u64 followed_gen = 0;          /* bumped by userspace each time it adds to `followed` */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -79,7 +84,9 @@ struct inflight {
 	__u64 start;             /* get_pages: where the read syscall in flight starts (byte), or NO_START */
 	__u64 start_last;        /* and its last page, or NO_START when the count is not known (readv) */
 	__u64 start_syscr;       /* and the syscr count it was entered with */
+	__u64 followed_gen;      /* followed_gen + 1 when `followed` was last looked up for this thread */
 	__u8 op;                 /* syscall: LLMCACHE_OP_READ or LLMCACHE_OP_WRITE */
+	__u8 followed;           /* and its answer */
 };
 
 #define NO_START (~0ULL)
@@ -123,16 +130,38 @@ static __always_inline void count(__u32 which)
 		(*v)++;
 }
 
-static __always_inline bool wanted(__u32 tgid)
+/*
+ * Is tgid to be recorded? r, the thread's task-local state, caches whether tgid is followed until
+ * userspace follows more processes: the task storage lookup is needed anyway, a hash lookup per read is not.
+ * A new thread or child has no state yet and looks up (sched_process_fork added a followed parent's child).
+ */
+static __always_inline bool wanted_r(__u32 tgid, struct inflight *r)
 {
+	bool yes;
+
 	if (tgid == self_tgid)
 		return false;
-	if (filter_tgids && !bpf_map_lookup_elem(&followed, &tgid))
-		return false;
+	if (filter_tgids) {
+		__u64 gen = followed_gen + 1;
+
+		if (r && r->followed_gen == gen) {
+			yes = r->followed;
+		} else {
+			yes = bpf_map_lookup_elem(&followed, &tgid);
+			if (r) {
+				r->followed_gen = gen;
+				r->followed = yes;
+			}
+		}
+		if (!yes)
+			return false;
+	}
 	if (cgroup_id && bpf_get_current_ancestor_cgroup_id(cgroup_level) != cgroup_id)
 		return false;
 	return true;
 }
+
+static __always_inline bool wanted(__u32 tgid) { return wanted_r(tgid, NULL); }
 
 /*
  * Waking the reader for every record costs more than the record (a context switch per read() on a small
@@ -293,10 +322,10 @@ int BPF_PROG(filemap_get_pages, struct address_space *mapping, unsigned long ind
 	struct inflight *r;
 	__u64 syscr;
 
-	if (!wanted(tgid))
+	r = bpf_task_storage_get(&task_reads, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!wanted_r(tgid, r))
 		return 0;
 	syscr = read_syscalls();
-	r = bpf_task_storage_get(&task_reads, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	__u64 first = index;
 	if (r) {
 		if (r->inode_ptr == (__u64)inode && r->last_index == last_index && r->syscr == syscr &&
@@ -338,6 +367,8 @@ static __always_inline struct folio *cache_folio(struct address_space *mapping, 
 
 	if (!xa_node(e))
 		return index == 0 && e && !(e & 3) ? (struct folio *)e : NULL;
+	/* Unrolled: the 6.1 verifier rejects the loop the compiler makes of this (a fall-through back-edge). */
+#pragma unroll
 	for (int depth = 0; depth < 8 && xa_node(e); depth++) {
 		struct xa_node *node = (struct xa_node *)(e - 2);
 		__u32 off = (index >> BPF_CORE_READ(node, shift)) & 63;
@@ -381,6 +412,7 @@ static __always_inline void widen_to_folios(struct address_space *mapping, __u64
 {
 	__u64 ends[2] = { *first, *last };
 
+#pragma unroll
 	for (int i = 0; i < 2; i++) {
 		struct folio *f = cache_folio(mapping, ends[i]);
 		__u64 start, nr;
@@ -418,6 +450,46 @@ int BPF_PROG(filemap_fault, struct address_space *mapping, unsigned long index)
 
 	if (wanted(tgid))
 		emit_btf(mapping->host, index, index, LLMCACHE_OP_MMAP_FAULT, tgid);
+	return 0;
+}
+
+/*
+ * Kernels without those two tracepoints (6.1): kprobes on the functions they sit in, with the same records.
+ * filemap_map_pages(vmf, start_pgoff, end_pgoff) maps the cached pages of the fault-around window; the
+ * tracepoint fires at its end once something was mapped, the kprobe at its start: it reports the window
+ * the kernel is about to map (where nothing is cached, the fault that follows reads it in and faults
+ * again). filemap_fault(vmf) is the fault itself. Every field is a probe read (CO-RE).
+ */
+static __always_inline struct address_space *vmf_mapping(struct vm_fault *vmf)
+{
+	return BPF_CORE_READ(vmf, vma, vm_file, f_mapping);
+}
+
+SEC("kprobe/filemap_map_pages")
+int BPF_KPROBE(kp_filemap_map_pages, struct vm_fault *vmf, unsigned long start, unsigned long end)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct address_space *mapping;
+	__u64 first = start, last = end;
+
+	if (!wanted(tgid) || !(mapping = vmf_mapping(vmf)))
+		return 0;
+	widen_to_folios(mapping, &first, &last);
+	emit_probe(BPF_CORE_READ(mapping, host), first, last, LLMCACHE_OP_MMAP_FAULT, tgid);
+	return 0;
+}
+
+SEC("kprobe/filemap_fault")
+int BPF_KPROBE(kp_filemap_fault, struct vm_fault *vmf)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct address_space *mapping;
+	__u64 index;
+
+	if (!wanted(tgid) || !(mapping = vmf_mapping(vmf)))
+		return 0;
+	index = BPF_CORE_READ(vmf, pgoff);
+	emit_probe(BPF_CORE_READ(mapping, host), index, index, LLMCACHE_OP_MMAP_FAULT, tgid);
 	return 0;
 }
 
@@ -491,9 +563,8 @@ enum {
 };
 
 /* With the filemap hooks: where a read syscall starts, for filemap_get_pages (see there). */
-static __always_inline void read_start(struct task_struct *task, int fd, __s64 pos, __u64 count)
+static __always_inline void read_start(struct inflight *r, int fd, __s64 pos, __u64 count)
 {
-	struct inflight *r;
 	struct file *f;
 
 	if (pos < 0) {
@@ -501,9 +572,6 @@ static __always_inline void read_start(struct task_struct *task, int fd, __s64 p
 			return;
 		pos = BPF_CORE_READ(f, f_pos);
 	}
-	r = bpf_task_storage_get(&task_reads, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!r)
-		return;
 	r->start = pos;
 	r->start_last = count ? (pos + count - 1) >> PAGE_SHIFT : NO_START;
 	r->start_syscr = read_syscalls();
@@ -511,26 +579,81 @@ static __always_inline void read_start(struct task_struct *task, int fd, __s64 p
 
 #define O_APPEND 02000
 
-/* A read (syscall mode) or write starts: remember the file and the offset, if it is a regular file. */
-static __always_inline void rw_start(int fd, __s64 pos, __u8 op)
+/* The regular file behind fd, and the byte offset an access at pos (-1: the file position) starts at. */
+static __always_inline struct inode *rw_file(int fd, __s64 pos, __u8 op, __u64 *start)
 {
-	__u64 tid = bpf_get_current_pid_tgid();
 	struct inode *inode;
 	struct file *f;
 
 	if (!(f = fd_file(fd)))
-		return;
+		return NULL;
 	inode = BPF_CORE_READ(f, f_inode);
 	if ((BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFREG)
-		return;
-	struct inflight r = { .inode_ptr = (__u64)inode, .op = op };
+		return NULL;
 	if (pos >= 0)
-		r.pos = pos;
+		*start = pos;
 	else if (op == LLMCACHE_OP_WRITE && (BPF_CORE_READ(f, f_flags) & O_APPEND))
-		r.pos = BPF_CORE_READ(inode, i_size);
+		*start = BPF_CORE_READ(inode, i_size);
 	else
-		r.pos = BPF_CORE_READ(f, f_pos);
+		*start = BPF_CORE_READ(f, f_pos);
+	return inode;
+}
+
+/* A read (syscall mode) or write starts: remember the file and the offset, if it is a regular file. */
+static __always_inline void rw_start(int fd, __s64 pos, __u8 op)
+{
+	__u64 tid = bpf_get_current_pid_tgid(), start = 0;
+	struct inode *inode = rw_file(fd, pos, op, &start);
+
+	if (!inode)
+		return;
+	struct inflight r = { .inode_ptr = (__u64)inode, .pos = start, .op = op };
 	bpf_map_update_elem(&reads, &tid, &r, BPF_ANY);
+}
+
+struct iov_sum {
+	const struct iovec *iov;
+	__u64 bytes;
+};
+
+static long add_iov(__u64 i, void *data)
+{
+	struct iov_sum *s = data;
+	__u64 len = 0;
+
+	bpf_probe_read_user(&len, sizeof(len), &s->iov[i].iov_len);
+	s->bytes += len;
+	return 0;
+}
+
+/*
+ * With the filemap hooks sys_exit is not attached, because every system call pays for it: a write is
+ * recorded at entry, with the bytes it asks for (a regular file takes them all unless the write fails).
+ */
+static __always_inline void write_at_entry(long id, struct pt_regs *regs, __s64 pos, __u32 tgid)
+{
+	__u64 start = 0, bytes = regs->dx;
+	struct inode *inode = rw_file(regs->di, pos, LLMCACHE_OP_WRITE, &start);
+
+	if (!inode)
+		return;
+	if (id == NR_writev || id == NR_pwritev || id == NR_pwritev2) {
+		struct iov_sum sum = { .iov = (const struct iovec *)regs->si };
+
+		bpf_loop(bytes < 1024 ? bytes : 1024, add_iov, &sum, 0);
+		bytes = sum.bytes;
+	}
+	if (!bytes)
+		return;
+	struct facts f = {
+		.ino = BPF_CORE_READ(inode, i_ino),
+		.size = BPF_CORE_READ(inode, i_size),
+		.s_dev = BPF_CORE_READ(inode, i_sb, s_dev),
+		.mode = BPF_CORE_READ(inode, i_mode),
+	};
+	if ((__s64)(start + bytes) > f.size) /* the size the file has once written */
+		f.size = start + bytes;
+	emit(inode, &f, start >> PAGE_SHIFT, (start + bytes - 1) >> PAGE_SHIFT, LLMCACHE_OP_WRITE, tgid);
 }
 
 /*
@@ -558,19 +681,26 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	default:
 		return 0;
 	}
-	if (!wanted(bpf_get_current_pid_tgid() >> 32))
-		return 0;
-	if (op == LLMCACHE_OP_READ && !syscall_reads) {
-		__u64 count = id == NR_read || id == NR_pread64 ? regs->dx : 0;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
-		read_start(bpf_get_current_task_btf(), regs->di, pos, count);
+	if (op == LLMCACHE_OP_READ && !syscall_reads) {
+		struct inflight *r = bpf_task_storage_get(&task_reads, bpf_get_current_task_btf(), 0,
+							  BPF_LOCAL_STORAGE_GET_F_CREATE);
+
+		if (r && wanted_r(tgid, r))
+			read_start(r, regs->di, pos, id == NR_read || id == NR_pread64 ? regs->dx : 0);
 		return 0;
 	}
-	rw_start(regs->di, pos, op);
+	if (!wanted(tgid))
+		return 0;
+	if (!syscall_reads)
+		write_at_entry(id, regs, pos, tgid);
+	else
+		rw_start(regs->di, pos, op);
 	return 0;
 }
 
-/* ...and returns ret bytes. */
+/* ...and returns ret bytes (only in the syscall mode: see write_at_entry). */
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {

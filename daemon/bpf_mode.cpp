@@ -150,7 +150,7 @@ int BpfMode::start(const BpfModeConfig &c, std::function<void(const std::string 
 	im.feed->on_name = [&im](uint32_t dev, uint64_t inode, const std::string &path) { im.mgr->on_name(dev, inode, path); };
 	im.feed->on_access = [&im](const llmcache_access &a) { im.mgr->on_access(a); };
 	log("page-cache mode: BPF feed with the " + std::string(im.feed->filemap() ? "filemap" : "syscall") +
-	    " hooks, pin budget " + units::format_bytes(o.pin_budget) + (o.automatic ? ", automatic" : "") + ", " +
+	    " hooks (mmap: " + (im.feed->mmap_hooks().empty() ? "unseen" : im.feed->mmap_hooks()) + "), pin budget " + units::format_bytes(o.pin_budget) + (o.automatic ? ", automatic" : "") + ", " +
 	    std::to_string(o.manage.size()) + " files named");
 	im.thread = std::thread([&im] { im.run(); });
 	out = std::move(m);

@@ -3,9 +3,12 @@
 # Recorder overhead: a read-heavy llmworkload decoder (weights in the page cache, so the run is bound by
 # the read path, the worst case for a tracer) untraced, under `llmtrace record` and under `strace -f`
 # (what llmtrace replaces). Prints the median tokens/s of each and the slowdown against untraced, the
-# median CPU seconds of the whole command (tracer included: steadier than tokens/s on a shared machine),
-# and llmtrace's lost events (the target is <= 5% slowdown and zero lost events). Needs root.
+# median CPU seconds of the whole command (tracer included), the median CPU milliseconds of the workload
+# alone (the BPF programs run in its context, so this is their cost; the steadiest figure on a shared
+# machine) and llmtrace's lost events (the target is <= 5% slowdown and zero lost events). Needs root.
 # Usage: scripts/bench-bpf.sh BIN_DIR [RESULTS_DIR] [RUNS]
+# With LLMTRACE_BASELINE=PATH (another build's llmtrace, e.g. of an older commit) it also runs that one,
+# in the row "baseline", for before/after figures from one run.
 set -euo pipefail
 bin=${1:?usage: bench-bpf.sh BIN_DIR [RESULTS_DIR] [RUNS]}
 out=${2:-results}/bench-bpf
@@ -26,33 +29,41 @@ for read_size in 128KiB 4KiB; do
 	reads=$(( (64 << 20) / $( [ "$read_size" = 4KiB ] && echo 4096 || echo 131072 ) * tokens ))
 	echo
 	echo "=== decoder, 64 MiB weights in the page cache, $read_size preads, $tokens tokens (~$reads reads per run) ==="
-	printf '%-10s %10s %9s %8s %9s  %s\n' mode tokens/s slowdown "CPU s" "CPU +" notes
-	declare -A tps=() cpu=()
-	for mode in untraced llmtrace strace; do
-		rm -f "$out/tps" "$out/cpu"
+	printf '%-10s %10s %9s %8s %9s %7s %7s  %s\n' mode tokens/s slowdown "CPU s" "CPU +" "wl ms" "wl +" notes
+	declare -A tps=() cpu=() wcpu=()
+	for mode in untraced llmtrace ${LLMTRACE_BASELINE:+baseline} strace; do
+		rm -f "$out/tps" "$out/cpu" "$out/wcpu"
 		lost_all=0
 		for _ in $(seq "$runs"); do
 			time=(/usr/bin/time -f "%S %U" -o "$out/time")
+			# The workload's own user + system CPU, in ms (bash's time), on stderr of the inner shell.
+			inner=(bash -c 'TIMEFORMAT="wlcpu %3U %3S"; time "$@"' _ "${wl[@]}" --tokens "$tokens")
 			case $mode in
-			untraced) o=$("${time[@]}" "${wl[@]}" --tokens "$tokens") ;;
-			llmtrace) o=$("${time[@]}" "$bin/llmtrace" record -q -o "$out/run.trace" -- "${wl[@]}" --tokens "$tokens" \
-					2>"$out/rec.err")
-				  lost=$(grep -oE '[0-9]+ lost events' "$out/rec.err" | cut -d' ' -f1)
+			untraced) o=$("${time[@]}" "${inner[@]}" 2>"$out/wl.err") ;;
+			llmtrace|baseline)
+				  tracer=$bin/llmtrace
+				  [ "$mode" = llmtrace ] || tracer=$LLMTRACE_BASELINE
+				  o=$("${time[@]}" "$tracer" record -q -o "$out/run.trace" -- "${inner[@]}" 2>"$out/wl.err")
+				  lost=$(grep -oE '[0-9]+ lost events' "$out/wl.err" | cut -d' ' -f1)
 				  lost_all=$((lost_all + ${lost:-0})) ;;
-			strace) o=$("${time[@]}" strace -f -tt -yy -o "$out/run.strace" "${wl[@]}" --tokens "$tokens") ;;
+			strace) o=$("${time[@]}" strace -f -tt -yy -o "$out/run.strace" "${inner[@]}" 2>"$out/wl.err") ;;
 			esac
 			field "$o" tokens_per_s >>"$out/tps"
 			awk '{ print $1 + $2 }' "$out/time" >>"$out/cpu"
+			awk '$1 == "wlcpu" { print ($2 + $3) * 1000 }' "$out/wl.err" >>"$out/wcpu"
 		done
 		tps[$mode]=$(median <"$out/tps")
 		cpu[$mode]=$(median <"$out/cpu")
+		wcpu[$mode]=$(median <"$out/wcpu")
 		slow=$(awk -v a="${tps[untraced]}" -v b="${tps[$mode]}" 'BEGIN { printf "%.1f%%", (a / b - 1) * 100 }')
 		more=$(awk -v a="${cpu[untraced]}" -v b="${cpu[$mode]}" 'BEGIN { printf "%.0f%%", (b / a - 1) * 100 }')
+		wmore=$(awk -v a="${wcpu[untraced]}" -v b="${wcpu[$mode]}" 'BEGIN { printf "%.0f%%", (b / a - 1) * 100 }')
 		note=""
-		[ "$mode" = llmtrace ] && note="lost events: $lost_all over $runs runs; trace $(stat -c %s "$out/run.trace") bytes"
+		[ "$mode" = llmtrace ] || [ "$mode" = baseline ] && note="lost events: $lost_all over $runs runs; trace $(stat -c %s "$out/run.trace") bytes"
 		[ "$mode" = strace ] && note="trace $(stat -c %s "$out/run.strace") bytes"
-		printf '%-10s %10.1f %9s %8.2f %9s  %s\n' "$mode" "${tps[$mode]}" "$slow" "${cpu[$mode]}" "$more" "$note"
+		printf '%-10s %10.1f %9s %8.2f %9s %7.0f %7s  %s\n' "$mode" "${tps[$mode]}" "$slow" "${cpu[$mode]}" "$more" \
+			"${wcpu[$mode]}" "$wmore" "$note"
 	done
-	unset tps cpu
+	unset tps cpu wcpu
 done
-rm -rf "$dir" "$out/run.trace" "$out/run.strace" "$out/time" "$out/tps" "$out/cpu"
+rm -rf "$dir" "$out/run.trace" "$out/run.strace" "$out/time" "$out/tps" "$out/cpu" "$out/wcpu" "$out/wl.err"

@@ -191,7 +191,11 @@ int cmd_record(int argc, char **argv)
 		bool quiet = vm.count("quiet");
 		if (!quiet)
 			std::fprintf(stderr, "llmtrace: recording with the %s hooks%s; Ctrl-C stops\n",
-				     feed.filemap() ? "filemap" : "syscall", feed.faults() ? "" : " (mmap faults unseen)");
+				     feed.filemap() ? "filemap" : "syscall",
+				     feed.mmap_hooks() == "kprobe"  ? ", mmap from kprobes"
+				     : feed.mmap_hooks() == "fault" ? ", mmap faulting pages only"
+				     : feed.faults()                ? ""
+								    : " (mmap faults unseen)");
 		uint64_t last_print = now_ns(), last_events = 0;
 		int status = 0;
 		for (bool done = false; !done;) {
