@@ -230,19 +230,20 @@ void Manager::tick(uint64_t now_ns)
 	drop_loop_tails(want);
 }
 
-void Manager::drop_range(File &f, uint64_t first, uint64_t count, uint64_t &counter)
+void Manager::drop_range(File &f, uint64_t first, uint64_t count, uint64_t &counter, bool pageout)
 {
 	if (!drop_blocks(f.pf->fd(), first, count))
 		counter += count;
 	for (uint32_t pid : f.mappers) {
-		const long r = cold_blocks(pid_t(pid), f.pf->dev(), f.pf->inode(), first, count);
+		const long r = cold_blocks(pid_t(pid), f.pf->dev(), f.pf->inode(), first, count, pageout);
 		if (r > 0)
 			f.cold += uint64_t(r) / BS;
 		else if (r < 0 && r != -ESRCH) {
 			cold_denied_ += count;
 			if (!warned_cold_) {
 				warned_cold_ = true;
-				log("process_madvise(MADV_COLD) on pid " + std::to_string(pid) + " refused: " +
+				log("process_madvise(" + std::string(pageout ? "MADV_PAGEOUT" : "MADV_COLD") + ") on pid " +
+				    std::to_string(pid) + " refused: " +
 				    std::strerror(int(-r)) +
 				    " (needs CAP_SYS_NICE and ptrace access to the engine, Linux 5.10+); its mapped pages "
 				    "age normally");
@@ -269,7 +270,7 @@ void Manager::drop_scans(uint64_t now_ns)
 			while (e < to && llc_lookup(core_, q->file, e) == id)
 				e++;
 			if (e > b)
-				drop_range(f, b, e - b, f.dropped);
+				drop_range(f, b, e - b, f.dropped, false);
 			b = e + 1;
 		}
 		s.dropped_to = to;
@@ -309,7 +310,7 @@ void Manager::drop_loop_tails(const std::vector<std::vector<Range>> &planned)
 			while (e < to && !keep(e))
 				e++;
 			if (e > b)
-				drop_range(f, b, e - b, f.tail);
+				drop_range(f, b, e - b, f.tail, true);
 			b = e + 1;
 		}
 		s.dropped_to = std::max(s.dropped_to, to);

@@ -5,9 +5,11 @@
  * the clean, unmapped, unlocked pages of the range (mapped pages are skipped). An mmap-based engine
  * keeps its pages mapped, so for each process that faulted the file the daemon finds where it is mapped
  * (/proc/PID/maps) and asks process_madvise(MADV_COLD) through a pidfd: the pages move to the inactive
- * list, so reclaim takes them before anything else. That needs PTRACE_MODE_READ on the target and
- * CAP_SYS_NICE (Linux 5.10+; MADV_COLD in process_madvise since 5.10); when it is refused, the range is
- * counted as denied and the pages age normally.
+ * list, so reclaim takes them before anything else. Passed blocks of a loop that cannot fit are paged
+ * out instead (MADV_PAGEOUT: unmapped and reclaimed at once), since they would only be read again after
+ * the rest of the loop has gone through the cache. That needs PTRACE_MODE_READ on the target and
+ * CAP_SYS_NICE (Linux 5.10+; both advices in process_madvise since 5.10); when it is refused, the
+ * range is counted as denied and the pages age normally.
  */
 #pragma once
 #include <sys/types.h>
@@ -30,9 +32,10 @@ std::vector<Mapping> find_mappings(std::string_view maps, unsigned major, unsign
 // posix_fadvise(DONTNEED) of blocks [first, first + count) of fd. Returns 0 or -errno.
 int drop_blocks(int fd, uint64_t first, uint64_t count);
 
-// process_madvise(MADV_COLD) of blocks [first, first + count) of the file wherever pid maps it.
+// process_madvise(MADV_COLD, or MADV_PAGEOUT with pageout) of blocks [first, first + count) of the file
+// wherever pid maps it.
 // Returns the bytes advised (0 when pid does not map that part), or -errno: -EPERM when refused,
 // -ENOSYS when the kernel has no process_madvise, -ESRCH when pid is gone.
-long cold_blocks(pid_t pid, dev_t dev, uint64_t inode, uint64_t first, uint64_t count);
+long cold_blocks(pid_t pid, dev_t dev, uint64_t inode, uint64_t first, uint64_t count, bool pageout);
 
 } // namespace llmcache::pagecache
