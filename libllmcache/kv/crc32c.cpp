@@ -76,7 +76,10 @@ __attribute__((target("sse4.2,pclmul"))) uint32_t shift(uint32_t c, uint32_t k)
 	return (uint32_t)_mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(prod));
 }
 
-__attribute__((target("sse4.2,pclmul"))) uint32_t crc_hw(const uint8_t *p, size_t n, uint32_t c)
+// Three interleaved streams of STRIDE bytes, combined by shifts; with Copy, every word read is also
+// stored at dst (the restore's verification and copy in one pass).
+template <bool Copy>
+__attribute__((target("sse4.2,pclmul"))) uint32_t crc_hw_streams(uint8_t *dst, const uint8_t *p, size_t n, uint32_t c)
 {
 	uint64_t a = c;
 	for (; n >= 3 * STRIDE; n -= 3 * STRIDE, p += 3 * STRIDE) {
@@ -86,37 +89,29 @@ __attribute__((target("sse4.2,pclmul"))) uint32_t crc_hw(const uint8_t *p, size_
 			std::memcpy(&wa, p + i, 8);
 			std::memcpy(&wb, p + STRIDE + i, 8);
 			std::memcpy(&wd, p + 2 * STRIDE + i, 8);
+			if constexpr (Copy) {
+				std::memcpy(dst + i, &wa, 8);
+				std::memcpy(dst + STRIDE + i, &wb, 8);
+				std::memcpy(dst + 2 * STRIDE + i, &wd, 8);
+			}
 			a = _mm_crc32_u64(a, wa);
 			b = _mm_crc32_u64(b, wb);
 			d = _mm_crc32_u64(d, wd);
 		}
+		if constexpr (Copy)
+			dst += 3 * STRIDE;
 		a = shift((uint32_t)a, K2) ^ shift((uint32_t)b, K1) ^ (uint32_t)d;
 	}
+	if constexpr (Copy)
+		std::memcpy(dst, p, n);
 	return (uint32_t)crc_chain(a, p, n);
 }
 
-// crc_hw that also stores every word it reads at dst: the restore's verification and copy in one pass.
-__attribute__((target("sse4.2,pclmul"))) uint32_t crc_hw_copy(uint8_t *dst, const uint8_t *p, size_t n, uint32_t c)
+uint32_t crc_hw(const uint8_t *p, size_t n, uint32_t c) { return crc_hw_streams<false>(nullptr, p, n, c); }
+
+uint32_t crc_hw_copy(uint8_t *dst, const uint8_t *p, size_t n, uint32_t c)
 {
-	uint64_t a = c;
-	for (; n >= 3 * STRIDE; n -= 3 * STRIDE, p += 3 * STRIDE, dst += 3 * STRIDE) {
-		uint64_t b = 0, d = 0;
-		for (size_t i = 0; i < STRIDE; i += 8) {
-			uint64_t wa, wb, wd;
-			std::memcpy(&wa, p + i, 8);
-			std::memcpy(&wb, p + STRIDE + i, 8);
-			std::memcpy(&wd, p + 2 * STRIDE + i, 8);
-			std::memcpy(dst + i, &wa, 8);
-			std::memcpy(dst + STRIDE + i, &wb, 8);
-			std::memcpy(dst + 2 * STRIDE + i, &wd, 8);
-			a = _mm_crc32_u64(a, wa);
-			b = _mm_crc32_u64(b, wb);
-			d = _mm_crc32_u64(d, wd);
-		}
-		a = shift((uint32_t)a, K2) ^ shift((uint32_t)b, K1) ^ (uint32_t)d;
-	}
-	std::memcpy(dst, p, n);
-	return (uint32_t)crc_chain(a, p, n);
+	return crc_hw_streams<true>(dst, p, n, c);
 }
 
 // The CRC32C of each of n whole blocks of CRC32C_BLOCK bytes: three independent chains interleaved,

@@ -5,6 +5,7 @@
 // counted as read are the bytes read. Also the CRC32C forms these rest on (per-block, fused copy).
 // Devices: a loop device over a file in /tmp when root, else a file in /var/tmp, removed at the end.
 #include "cmocka_cpp.hpp"
+#include "kv_test_device.hpp"
 
 #include "kv/crc32c.hpp"
 #include "kv/kv_store.hpp"
@@ -21,49 +22,8 @@ using namespace llmcache::kv;
 
 namespace {
 
-struct Device {
-	std::string path, file;
-	bool loop = false;
-};
-std::vector<Device> g_devices;
-
-void cleanup_devices()
-{
-	for (const Device &d : g_devices) {
-		if (d.loop)
-			std::system(("losetup -d " + d.path + " 2>/dev/null").c_str());
-		unlink(d.file.c_str());
-	}
-	g_devices.clear();
-}
-
-std::string make_device(uint64_t bytes)
-{
-	char tmpl[] = "/tmp/llmcache-kvrows-test-XXXXXX";
-	int fd = mkstemp(tmpl);
-	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, (off_t)bytes), 0);
-	close(fd);
-	Device d{tmpl, tmpl, false};
-	if (geteuid() == 0) {
-		FILE *p = popen(("losetup -f --show " + d.file + " 2>/dev/null").c_str(), "r");
-		char line[256] = {0};
-		if (p && fgets(line, sizeof(line), p) && std::strncmp(line, "/dev/loop", 9) == 0) {
-			line[std::strcspn(line, "\n")] = 0;
-			d.path = line;
-			d.loop = true;
-		}
-		if (p)
-			pclose(p);
-	}
-	if (!d.loop) {
-		std::string f = "/var/tmp/" + d.file.substr(5);
-		rename(d.file.c_str(), f.c_str());
-		d.path = d.file = f;
-	}
-	g_devices.push_back(d);
-	return d.path;
-}
+using kv_test::cleanup_devices;
+using kv_test::make_device;
 
 // Reads [at, at + len) of the device with O_DIRECT (len and at multiples of 4096).
 std::vector<uint8_t> device_bytes(const std::string &dev, uint64_t at, uint64_t len)

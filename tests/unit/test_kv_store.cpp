@@ -4,6 +4,7 @@
 // the exact scorer's selection is the exact top-k, the none and emulated backends agree, a corrupted
 // slab is an error, and a full or missing device gives its documented error without losing KV.
 #include "cmocka_cpp.hpp"
+#include "kv_test_device.hpp"
 
 #include "kv/kv_store.hpp"
 
@@ -20,49 +21,8 @@ using namespace llmcache::kv;
 
 namespace {
 
-struct Device {
-	std::string path, file;
-	bool loop = false;
-};
-std::vector<Device> g_devices;
-
-void cleanup_devices()
-{
-	for (const Device &d : g_devices) {
-		if (d.loop)
-			std::system(("losetup -d " + d.path + " 2>/dev/null").c_str());
-		unlink(d.file.c_str());
-	}
-	g_devices.clear();
-}
-
-std::string make_device(uint64_t bytes)
-{
-	char tmpl[] = "/tmp/llmcache-kv-test-XXXXXX";
-	int fd = mkstemp(tmpl);
-	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, (off_t)bytes), 0);
-	close(fd);
-	Device d{tmpl, tmpl, false};
-	if (geteuid() == 0) {
-		FILE *p = popen(("losetup -f --show " + d.file + " 2>/dev/null").c_str(), "r");
-		char line[256] = {0};
-		if (p && fgets(line, sizeof(line), p) && std::strncmp(line, "/dev/loop", 9) == 0) {
-			line[std::strcspn(line, "\n")] = 0;
-			d.path = line;
-			d.loop = true;
-		}
-		if (p)
-			pclose(p);
-	}
-	if (!d.loop) { // not root or no loop devices: a file on a file system with O_DIRECT
-		std::string f = "/var/tmp/" + d.file.substr(5);
-		rename(d.file.c_str(), f.c_str());
-		d.path = d.file = f;
-	}
-	g_devices.push_back(d);
-	return d.path;
-}
+using kv_test::cleanup_devices;
+using kv_test::make_device;
 
 KvShape shape(uint32_t dtype, uint32_t layers = 2)
 {
