@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 // Block devices for the KV tests: a loop device over a file in /tmp when root (losetup), else a file in
 // /var/tmp (a file system with O_DIRECT). make_device() registers each one; cleanup_devices() detaches
-// and removes them all.
+// and removes them all. corrupt_byte() damages one byte in place.
 #pragma once
 #include "cmocka_cpp.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -63,6 +65,20 @@ inline std::string make_device(uint64_t bytes)
 	}
 	devices().push_back(d);
 	return d.path;
+}
+
+// Flips one bit of the byte at offset at of dev, through O_DIRECT so that no cached copy hides it.
+inline void corrupt_byte(const std::string &dev, uint64_t at)
+{
+	const int fd = open(dev.c_str(), O_RDWR | O_DIRECT);
+	assert_true(fd >= 0);
+	void *buf = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	const off_t blk = (off_t)(at & ~4095ull);
+	assert_int_equal(pread(fd, buf, 4096, blk), 4096);
+	static_cast<uint8_t *>(buf)[at - blk] ^= 0x10;
+	assert_int_equal(pwrite(fd, buf, 4096, blk), 4096);
+	munmap(buf, 4096);
+	close(fd);
 }
 
 } // namespace kv_test

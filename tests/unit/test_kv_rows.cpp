@@ -23,6 +23,7 @@ using namespace llmcache::kv;
 namespace {
 
 using kv_test::cleanup_devices;
+using kv_test::corrupt_byte;
 using kv_test::make_device;
 
 // Reads [at, at + len) of the device with O_DIRECT (len and at multiples of 4096).
@@ -38,18 +39,6 @@ std::vector<uint8_t> device_bytes(const std::string &dev, uint64_t at, uint64_t 
 	return out;
 }
 
-void corrupt_byte(const std::string &dev, uint64_t at)
-{
-	const int fd = open(dev.c_str(), O_RDWR | O_DIRECT);
-	assert_true(fd >= 0);
-	void *buf = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	const off_t blk = (off_t)(at & ~4095ull);
-	assert_int_equal(pread(fd, buf, 4096, blk), 4096);
-	static_cast<uint8_t *>(buf)[at - blk] ^= 0x04;
-	assert_int_equal(pwrite(fd, buf, 4096, blk), 4096);
-	munmap(buf, 4096);
-	close(fd);
-}
 
 void fill_random(uint8_t *p, size_t n, std::mt19937_64 &rng)
 {

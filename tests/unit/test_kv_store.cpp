@@ -22,6 +22,7 @@ using namespace llmcache::kv;
 namespace {
 
 using kv_test::cleanup_devices;
+using kv_test::corrupt_byte;
 using kv_test::make_device;
 
 KvShape shape(uint32_t dtype, uint32_t layers = 2)
@@ -292,18 +293,6 @@ void select_begin_end__split__same_as_select_and_guarded(void **)
 	assert_int_equal(b->append(0, d.k[0].data(), d.v[0].data()), 0);
 }
 
-void corrupt_byte(const std::string &dev, uint64_t at)
-{
-	const int fd = open(dev.c_str(), O_RDWR | O_DIRECT);
-	assert_true(fd >= 0);
-	void *buf = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	const off_t blk = (off_t)(at & ~4095ull);
-	assert_int_equal(pread(fd, buf, 4096, blk), 4096);
-	static_cast<uint8_t *>(buf)[at - blk] ^= 0x10;
-	assert_int_equal(pwrite(fd, buf, 4096, blk), 4096);
-	munmap(buf, 4096);
-	close(fd);
-}
 
 void checksum__corrupted_slab__error_not_data(void **)
 {
