@@ -78,16 +78,20 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 			llc.stats[LLMCACHE_STAT_EVENTS_DROPPED] += n - LLC_MAX_EVENT_BLOCKS;
 			n = LLC_MAX_EVENT_BLOCKS;
 		}
-		for (; n; n--, b++) {
+		while (n) {
 			struct llc_verdict v = llc_access(llc.core, f->id, b, now);
+			/* The request's next blocks that only extend v's sequence go at once. */
+			u64 k = 1 + llc_access_extend(llc.core, f->id, b + 1, n - 1, v.seq);
 
-			f->accesses++;
-			f->class_blocks[v.cls]++;
+			f->accesses += k;
+			f->class_blocks[v.cls] += k;
 			kick |= v.event == LLC_EV_ITERATION || v.event == LLC_EV_TO_LOOP;
-			seq += v.cls == LLMCACHE_CLASS_SEQ;
-			loop += v.cls == LLMCACHE_CLASS_LOOP;
-			/* An unprotected HOT block: the protected set may change. */
+			seq += v.cls == LLMCACHE_CLASS_SEQ ? k : 0;
+			loop += v.cls == LLMCACHE_CLASS_LOOP ? k : 0;
+			/* An unprotected HOT block (never extended at once): the protected set may change. */
 			hot_kick |= hot && v.cls == LLMCACHE_CLASS_HOT && !xa_load(&f->hot, b);
+			n -= k;
+			b += k;
 		}
 		if (seq && !(READ_ONCE(f->flags) & LLMCACHE_FILE_NO_DROP)) {
 			f->seq_undropped += seq; /* resident SEQ blocks at most, for seq.c and the shrinker */

@@ -606,6 +606,39 @@ struct llc_verdict llc_access(struct llc_core *c, uint64_t file, uint64_t block,
 	return v;
 }
 
+/*
+ * The fast path of llc_access() for a run continuing seq: what extend() and touch() do when block - 1
+ * was the last access (seq is the most recently used sequence, its chunk the last one looked up), the
+ * block lies in that chunk, and its index entry is seq or empty, so that nothing else can claim it.
+ * HOT sequences are left to llc_access(): growing one may promote it.
+ */
+uint64_t llc_access_extend(struct llc_core *c, uint64_t file, uint64_t block, uint64_t max, uint16_t seq)
+{
+	struct llc_seq *s = &c->seqs[seq];
+	struct llc_chunk *ch = &c->chunks[c->last_chunk];
+	uint64_t k = 0;
+	uint16_t *entry;
+
+	if (seq == LLC_NONE || seq > c->cfg.max_seqs || !s->live || s->file != file ||
+	    s->cls == LLMCACHE_CLASS_HOT || c->seq_lru.tail != seq || c->last_chunk == LLC_NONE ||
+	    ch->file != file)
+		return 0;
+	for (; k < max && block && block / LLC_CHUNK_BLOCKS == ch->base && s->cursor == block - 1; k++, block++) {
+		entry = &ch->seq[block % LLC_CHUNK_BLOCKS];
+		if (*entry != seq && *entry != LLC_NONE)
+			break;
+		*entry = seq;
+		if (block > s->end)
+			s->end = block;
+		s->cursor = block;
+	}
+	c->vtime += k;
+	s->last_vt = c->vtime;
+	c->stats[LLMCACHE_STAT_ACCESSES] += k;
+	c->stats[LLMCACHE_STAT_SEQ_BLOCKS + s->cls] += k;
+	return k;
+}
+
 /* ---- queries -------------------------------------------------------------------------------------- */
 
 const struct llc_seq *llc_seq_get(const struct llc_core *c, uint16_t id)

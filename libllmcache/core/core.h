@@ -79,6 +79,14 @@ struct llc_core *llc_core_init(void *mem, uint64_t mem_size, const struct llc_co
 /* Classify one access to one block. now_ns is the access time (for loop periods in wall time). */
 struct llc_verdict llc_access(struct llc_core *c, uint64_t file, uint64_t block, uint64_t now_ns);
 
+/*
+ * A request's next blocks at once: right after llc_access() of block - 1 returned seq, the accesses to
+ * block, block + 1, ... (at most max) that only extend seq, a SEQ or LOOP sequence, by one block each,
+ * inside block - 1's index chunk, are done as llc_access() would do them, each with the verdict
+ * { seq, its class, LLC_EV_EXTEND }. Returns how many; the caller goes on with llc_access() from there.
+ */
+uint64_t llc_access_extend(struct llc_core *c, uint64_t file, uint64_t block, uint64_t max, uint16_t seq);
+
 /* The sequence a block belongs to, or LLC_SEQ_NONE. */
 uint16_t llc_lookup(const struct llc_core *c, uint64_t file, uint64_t block);
 

@@ -134,6 +134,32 @@ int main(int argc, char **argv)
 		    "(default table: %llu KiB for %u sequences and %u chunks)\n",
 		    sizeof(llc_seq), double(size - sizeof(llc_seq) * (cfg.max_seqs + 1)) /
 		    (double(cfg.max_chunks) * LLC_CHUNK_BLOCKS), (unsigned long long)(size >> 10), cfg.max_seqs, cfg.max_chunks);
+
+	// The same stream as the kernel module feeds it: runs of up to 32 consecutive blocks of a file (a
+	// 128 KiB read, a fault-around) as one request, llc_access() for the first block and
+	// llc_access_extend() for the blocks that only extend its sequence.
+	struct Run {
+		uint64_t file, first, count, time_ns;
+	};
+	std::vector<Run> runs;
+	for (size_t i = 0, j; i < reqs.size(); i = j) {
+		for (j = i + 1; j < reqs.size() && j - i < 32 && key_file(reqs[j].key) == key_file(reqs[i].key) &&
+				key_block(reqs[j].key) == key_block(reqs[j - 1].key) + 1;
+		     j++)
+			;
+		runs.push_back({key_file(reqs[i].key), key_block(reqs[i].key), j - i, reqs[i].time_ns});
+	}
+	core = llc_core_init(mem, size, &cfg);
+	start = Clock::now();
+	for (const Run &r : runs)
+		for (uint64_t b = r.first, end = r.first + r.count; b < end;) {
+			llc_verdict v = llc_access(core, r.file, b, r.time_ns);
+			b += 1 + llc_access_extend(core, r.file, b + 1, end - b - 1, v.seq);
+		}
+	double run_ns = seconds_since(start) * 1e9 / double(reqs.size());
+	std::printf("core: requests of up to 32 blocks (%.1f blocks on average) through llc_access_extend: "
+		    "%.1f ns per block (%.2fx the per-block path)\n",
+		    double(reqs.size()) / double(runs.size()), run_ns, core_ns / run_ns);
 	std::free(mem);
 
 	const uint64_t big = 1 << 20;

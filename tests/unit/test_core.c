@@ -517,6 +517,77 @@ static void sizing__stall__deficit_over_bandwidth_minus_t(void **state)
 	assert_int_equal(llc_stall_ns(1000, 0, 0, MS(100)), ~0ULL);
 }
 
+static uint64_t next_random(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+/* Requests of three files (sweeps continued, loops restarted, lookups, jumps) fed to a and b, a block at a
+ * time to a and with llc_access_extend() to b: the verdicts' classes and the two cores stay identical. */
+static void check_extend_equivalence(struct llc_core *a, struct llc_core *b, uint32_t max_seqs)
+{
+	uint64_t x = 88172645463325252ULL, cursor[4] = { 0 }, extended = 0;
+
+	for (int r = 0; r < 20000; r++) {
+		uint64_t file = 1 + next_random(&x) % 3, kind = next_random(&x) % 100, first, len;
+		uint64_t cls_a[LLMCACHE_NR_CLASSES] = { 0 }, cls_b[LLMCACHE_NR_CLASSES] = { 0 };
+
+		if (kind < 50)
+			first = cursor[file], len = 1 + next_random(&x) % 200;
+		else if (kind < 65)
+			first = 0, len = 1 + next_random(&x) % 200;
+		else if (kind < 85)
+			first = next_random(&x) % 5000, len = 1 + next_random(&x) % 3;
+		else
+			first = next_random(&x) % 5000, len = 1 + next_random(&x) % 300;
+		cursor[file] = first + len < 5000 ? first + len : 0;
+		for (uint64_t blk = first; blk < first + len; blk++)
+			cls_a[llc_access(a, file, blk, llc_vtime(a) * 1000).cls]++;
+		for (uint64_t blk = first; blk < first + len;) {
+			struct llc_verdict v = llc_access(b, file, blk, llc_vtime(b) * 1000);
+			uint64_t k = llc_access_extend(b, file, blk + 1, first + len - blk - 1, v.seq);
+
+			cls_b[v.cls] += 1 + k;
+			extended += k;
+			blk += 1 + k;
+		}
+		assert_memory_equal(cls_a, cls_b, sizeof(cls_a));
+		assert_int_equal(llc_vtime(a), llc_vtime(b));
+		assert_memory_equal(llc_stats(a), llc_stats(b), LLMCACHE_NR_STATS * sizeof(uint64_t));
+	}
+	assert_true(extended > 100000); /* the fast path did most of the work */
+	for (uint16_t id = 1; id <= max_seqs; id++) {
+		const struct llc_seq *p = llc_seq_get(a, id), *q = llc_seq_get(b, id);
+
+		assert_true((p == NULL) == (q == NULL));
+		if (!p)
+			continue;
+		assert_int_equal(p->file, q->file);
+		assert_int_equal(p->start, q->start);
+		assert_int_equal(p->end, q->end);
+		assert_int_equal(p->cursor, q->cursor);
+		assert_int_equal(p->last_vt, q->last_vt);
+		assert_int_equal(p->period_vt, q->period_vt);
+		assert_int_equal(p->iterations, q->iterations);
+		assert_int_equal(p->cls, q->cls);
+		assert_int_equal(p->list_next, q->list_next);
+		assert_int_equal(p->lru_next, q->lru_next);
+	}
+}
+
+static void access_extend__request_traces__same_as_per_block(void **state)
+{
+	struct llc_config cfg;
+
+	llc_config_default(&cfg);
+	check_extend_equivalence(default_core(), default_core(), cfg.max_seqs);
+	/* Small tables: sequences and index chunks are recycled all along. */
+	check_extend_equivalence(make_core(64, 16, 4), make_core(64, 16, 4), 64);
+}
+
 static void core_stats__classified_accesses__counted_per_class(void **state)
 {
 	struct llc_core *c = default_core();
@@ -563,6 +634,7 @@ int main(void)
 		cmocka_unit_test(sizing__min_blocks__floor_and_clamp),
 		cmocka_unit_test(sizing__stall__deficit_over_bandwidth_minus_t),
 		cmocka_unit_test(core_stats__classified_accesses__counted_per_class),
+		cmocka_unit_test(access_extend__request_traces__same_as_per_block),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
