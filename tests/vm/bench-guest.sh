@@ -11,7 +11,8 @@
 #   result ACCESS MODE TOKENS_PER_S DISK_BYTES_PER_TOKEN MAJOR_FAULTS_PER_TOKEN PINNED_BLOCKS S_BLOCKS N_BLOCKS
 # (MODE: unloaded, nodrop or loaded; pinned: at the end of the run; S: the pin budget, 0 unloaded;
 # N: the weights loop) and, for the cost of the module on a workload that fits (weights half of
-# MemAvailable), rounds of unloaded, hooks (loaded with pin_budget 0) and loaded runs:
+# MemAvailable), rounds of unloaded, hooks (loaded with pin_budget 0) and loaded runs, each measured once
+# the warm-up's pins are in place:
 #   fit ACCESS MODE TOKENS_PER_S
 set -eu
 bin=$LLMCACHE_BIN
@@ -47,6 +48,18 @@ load() { # dir budget
 	echo "$2" >"$sys/pin_budget"
 	"$bin/llmcachectl" register "$1/decoder/weights.bin" "$1/decoder/tokenizer.bin" \
 		"$1/decoder/config.bin" >/dev/null
+}
+
+# Wait until the pin worker is done with what the warm-up asked (stats/pinned still for a second, at
+# most 30 s): the fits-in-memory runs are short, and the steady state is what they measure.
+settle() {
+	i=0 before=-1
+	while [ $i -lt 30 ]; do
+		now=$(cat "$sys/stats/pinned" 2>/dev/null || echo 0)
+		[ "$now" = "$before" ] && return
+		before=$now i=$((i + 1))
+		sleep 1
+	done
 }
 
 run() { # access mode
@@ -87,6 +100,7 @@ for access in pread mmap; do
 			[ $mode = hooks ] && load "$dir" 0
 			[ $mode = loaded ] && load "$dir" "$budget"
 			decoder "$dir" "$small" "$access" 2 >/dev/null
+			settle
 			echo "fit $access $mode $(decoder "$dir" "$small" "$access" "$fit_tokens" | json_field tokens_per_s)"
 			[ $mode != unloaded ] && rmmod llmcache
 		done
