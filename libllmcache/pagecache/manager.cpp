@@ -129,18 +129,15 @@ void Manager::on_access(const llmcache_access &a)
 	if (a.op == LLMCACHE_OP_MMAP_FAULT && f.mappers.size() < PIDS_MAX &&
 	    std::find(f.mappers.begin(), f.mappers.end(), a.pid) == f.mappers.end())
 		f.mappers.push_back(a.pid);
-	for (uint64_t b = a.first_block, end = a.first_block + a.nr_blocks; b < end;) {
+	for (uint64_t b = a.first_block; b < a.first_block + a.nr_blocks; b++) {
 		const llc_verdict v = llc_access(core_, *k, b, a.time_ns);
-		// The record's next blocks that only extend v's sequence go at once.
-		const uint64_t n = 1 + llc_access_extend(core_, *k, b + 1, end - b - 1, v.seq);
-		f.accesses += n;
-		f.by_class[v.cls] += n;
+		f.accesses++;
+		f.by_class[v.cls]++;
 		SeqState &s = seqs_[v.seq];
 		const uint64_t created = llc_seq_get(core_, v.seq)->created_vt;
 		if (s.created_vt != created)
 			s = {created, 0, 0}; // a recycled sequence id
 		s.last_ns = a.time_ns;
-		b += n;
 	}
 }
 
