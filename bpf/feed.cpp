@@ -3,6 +3,7 @@
 
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
+#include <sys/epoll.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -271,6 +272,13 @@ int Feed::poll(int timeout_ms)
 	if (n < 0 && n != -EINTR)
 		throw std::runtime_error(std::string("failed to read the ring buffer: ") + std::strerror(-n));
 	return impl_->delivered;
+}
+
+void Feed::wait(int timeout_ms)
+{
+	epoll_event ev;
+	if (epoll_wait(ring_buffer__epoll_fd(impl_->rb), &ev, 1, timeout_ms) < 0 && errno != EINTR)
+		throw std::runtime_error(std::string("failed to wait for the ring buffer: ") + std::strerror(errno));
 }
 
 uint64_t Feed::lost() const { return impl_->counter(LLMTRACE_CNT_LOST); }

@@ -50,6 +50,9 @@ public:
 	// Deliver what is waiting, after waiting up to timeout_ms for the ring to fill. A file is named
 	// (on_name) before its first access. Returns the records delivered; throws std::runtime_error.
 	int poll(int timeout_ms);
+	// Wait up to timeout_ms for records, delivering none: a caller that must lock its state around
+	// the callbacks waits here unlocked, then polls with a timeout of 0.
+	void wait(int timeout_ms);
 	std::function<void(const llmcache_access &)> on_access;
 	std::function<void(uint32_t dev, uint64_t inode, const std::string &path)> on_name;
 

@@ -71,10 +71,14 @@ struct BpfMode::Impl {
 #ifdef LLMCACHED_WITH_BPF
 		uint64_t last_tick = 0;
 		while (!stop) {
-			std::lock_guard g(lock);
+			std::unique_lock g(lock, std::defer_lock);
 			try {
-				feed->poll(50);
+				feed->wait(50); // unlocked: status() must never queue behind an idle ring
+				g.lock();
+				feed->poll(0);
 			} catch (const std::exception &e) {
+				if (!g.owns_lock())
+					g.lock();
 				log(std::string("the BPF feed failed: ") + e.what() + "; page-cache policy stopped, pins released");
 				mgr->release();
 				return;

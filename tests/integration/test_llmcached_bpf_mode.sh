@@ -17,7 +17,7 @@
 # - a budget above RLIMIT_MEMLOCK without CAP_IPC_LOCK is refused with the reason.
 set -euo pipefail
 BIN=${LLMCACHE_BIN:?LLMCACHE_BIN is not set}
-D=$BIN/llmcached W=$BIN/llmworkload C=$BIN/llmcachectl
+D=$BIN/llmcached W=$BIN/llmworkload
 if [ "$(id -u)" -ne 0 ]; then echo "SKIP: llmcached --mode=bpf needs root (BPF, mlock)"; exit 77; fi
 if [ ! -x "$BIN/llmtrace" ]; then # the BPF feed is built only with clang, bpftool, libbpf and kernel BTF
 	[ -e /sys/kernel/btf/vmlinux ] || { echo "SKIP: the BPF feed is not built: this kernel has no BTF"; exit 77; }
@@ -47,13 +47,28 @@ wl --tokens 1 >/dev/null
 "$W" decoder --dir "$tmp/wl96" --weights-size 96MiB --tokenizer-size 256KiB --config-size 256KiB --tokens 1 >/dev/null
 resident() { fincore -nb -o PAGES "$1" | tr -d ' '; } # pages of a file in the page cache
 drop() { dd if="$1" iflag=nocache count=0 status=none; } # posix_fadvise(DONTNEED), from another process
-status_num() { "$C" status --socket "$sock" --json | grep -oE "\"$1\":[0-9]+" | head -n 1 | cut -d: -f2; }
+ctl() { # llmcachectl, which must answer within a minute even when the daemon is busy
+	local rc=0
+	timeout -k 5 60 "$BIN/llmcachectl" "$@" || rc=$?
+	[ "$rc" -ne 124 ] || echo "FAIL: llmcachectl $1 $2 got no answer from llmcached within 60 s" >&2
+	return "$rc"
+}
+stop() { # SIGTERM the daemon; its exit status
+	kill "$daemon"
+	for _ in $(seq 300); do kill -0 "$daemon" 2>/dev/null || break; sleep 0.1; done
+	if kill -0 "$daemon" 2>/dev/null; then
+		echo "FAIL: llmcached did not stop within 30 s of SIGTERM"; fails=$((fails + 1))
+		kill -9 "$daemon"
+	fi
+	wait "$daemon"
+}
+status_num() { ctl status --socket "$sock" --json | grep -oE "\"$1\":[0-9]+" | head -n 1 | cut -d: -f2; }
 vmlck_kb() { awk '/^VmLck/ { print $2 }' "/proc/$1/status"; }
 start() { # llmcached arguments...
 	"$D" --config /dev/null --socket "$sock" "$@" >>"$tmp/llmcached.log" 2>&1 &
 	daemon=$!
 	for _ in $(seq 100); do
-		"$C" kv status --socket "$sock" >/dev/null 2>&1 && return 0
+		ctl kv status --socket "$sock" >/dev/null 2>&1 && return 0
 		kill -0 "$daemon" 2>/dev/null || break
 		sleep 0.1
 	done
@@ -104,11 +119,11 @@ kill $sampler; wait $sampler 2>/dev/null || true
 check "4096 blocks pinned (status says $(status_num pinned))" test "$(status_num pinned)" = 4096
 check "VmLck is the budget ($(vmlck_kb $daemon) kB)" test "$(vmlck_kb $daemon)" = 16384
 check "VmLck never above the budget while the decoder ran" test ! -e "$tmp/over"
-loops=$("$C" loops --socket "$sock")
+loops=$(ctl loops --socket "$sock")
 check "llmcachectl loops shows the weights loop (N = 8192, 4096 pinned)" grep -qE "^ +[0-9]+ +1 +0 +8192 .* 4096 " <<<"$loops"
 check "llmcachectl status names the mode and the weights" \
-	grep -q "llmcached --mode=bpf: enabled, hooks bpf-" <(echo; "$C" status --socket "$sock")
-check "llmcachectl kv status still answers in bpf mode" grep -q "no KV sessions" <("$C" kv status --socket "$sock")
+	grep -q "llmcached --mode=bpf: enabled, hooks bpf-" <(echo; ctl status --socket "$sock")
+check "llmcachectl kv status still answers in bpf mode" grep -q "no KV sessions" <(ctl kv status --socket "$sock")
 sleep 0.5
 check "the config file's scan was dropped ($(resident "$dir/config.bin") pages left)" test "$(resident "$dir/config.bin")" -eq 0
 drop "$dir/weights.bin"
@@ -128,7 +143,7 @@ start --mode=bpf "${manage[@]}" --pin-budget 8MiB
 in_cg "$W" decoder --dir "$tmp/wl" --weights-size 32MiB --tokenizer-size 256KiB --config-size 2MiB --tokens 6 --drop-cache >/dev/null
 for _ in $(seq 50); do [ "$(status_num pinned)" = 2048 ] && break; sleep 0.1; done
 check "a restarted daemon pins again (8 MiB budget: $(status_num pinned) blocks)" test "$(status_num pinned)" = 2048
-kill $daemon; wait $daemon; rc=$?
+rc=0; stop || rc=$?
 check "SIGTERM: clean exit, socket removed" test $rc -eq 0 -a ! -e "$sock"
 drop "$dir/weights.bin"
 check "SIGTERM released the pins" test "$(resident "$dir/weights.bin")" -lt 64
@@ -138,8 +153,8 @@ start --mode=bpf --hooks syscalls "${manage[@]}" --pin-budget 8MiB
 in_cg "$W" decoder --dir "$tmp/wl" --weights-size 32MiB --tokenizer-size 256KiB --config-size 2MiB --tokens 6 --drop-cache >/dev/null
 for _ in $(seq 50); do [ "$(status_num pinned)" = 2048 ] && break; sleep 0.1; done
 check "syscall hooks: 2048 blocks pinned ($(status_num pinned))" test "$(status_num pinned)" = 2048
-check "syscall hooks: status says so" grep -q "hooks bpf-syscalls" <("$C" status --socket "$sock")
-kill $daemon; wait $daemon || true
+check "syscall hooks: status says so" grep -q "hooks bpf-syscalls" <(ctl status --socket "$sock")
+stop || true
 
 # An mmap engine whose loop does not fit its cgroup (96 MiB of weights, 64 MiB limit): pins within the
 # budget, and the passed unpinned blocks made cold in its address space (process_madvise) and dropped.
@@ -155,7 +170,7 @@ if [ "$mmap_hooks" = "mmap: filemap" ] || [ "$mmap_hooks" = "mmap: kprobe" ]; th
 	check "mmap engine: passed loop blocks made cold in the engine ($(status_num cold_blocks) blocks)" \
 		test "$(status_num cold_blocks)" -gt 0
 	check "mmap engine: no process_madvise refused" test "$(status_num cold_denied)" = 0
-	kill $daemon; wait $daemon || true
+	stop || true
 else
 	echo "note: the feed does not see fault-around (${mmap_hooks:-no mmap line}): the mmap engine case is left out"
 	check "mmap engine: fault-around seen (LLMTRACE_EXPECT_MMAP is set)" test -z "${LLMTRACE_EXPECT_MMAP:-}"
@@ -169,17 +184,17 @@ engine=$!
 start --mode=bpf --pid $engine --min-size 1MiB --pin-budget 8MiB
 echo go >"$tmp/go"
 wait $engine
-st=$("$C" status --socket "$sock")
+st=$(ctl status --socket "$sock")
 check "automatic mode manages weights and config" grep -q "weights.bin" <<<"$st"
 check "automatic mode leaves the 256 KiB tokenizer alone" test "$(grep -c "tokenizer.bin" <<<"$st")" = 0
-small=$("$C" status --socket "$sock" --json | grep -oE '"blocks":[0-9]+' | cut -d: -f2 | awk '$1 < 256' | wc -l)
+small=$(ctl status --socket "$sock" --json | grep -oE '"blocks":[0-9]+' | cut -d: -f2 | awk '$1 < 256' | wc -l)
 check "automatic mode manages no file under 1 MiB (the binary and its libraries may be managed)" test "$small" = 0
-kill $daemon; wait $daemon || true
+stop || true
 
 # kv mode: status says how to get the page-cache mode.
 start --mode=kv
-check "status against a kv-mode daemon says to use --mode=bpf" grep -q -- "--mode=bpf" <("$C" status --socket "$sock" 2>&1 || true)
-kill $daemon; wait $daemon || true
+check "status against a kv-mode daemon says to use --mode=bpf" grep -q -- "--mode=bpf" <(ctl status --socket "$sock" 2>&1 || true)
+stop || true
 
 # RLIMIT_MEMLOCK without CAP_IPC_LOCK: refused with the reason.
 if command -v setpriv >/dev/null && command -v prlimit >/dev/null; then
