@@ -150,6 +150,21 @@ compare_pread "pread partly cached" auto --tokens 1
 check "pread partly cached: the dropped pages read again ($(read_in) pages)" test "$(read_in)" -gt 100
 partly_cached
 compare_pread "pread partly cached, syscall hooks" syscalls --tokens 1
+# read() and readv() take the start from the file position, which moves once the read is over: the
+# weights read front to back in 128 KiB calls are 32 records of 32 blocks.
+compare_read() { # hooks, read or readv
+	partly_cached
+	"$T" record -q --hooks "$1" --format csv -o "$tmp/r.csv" -- python3 -c 'import os, sys
+fd, b = os.open(sys.argv[1], os.O_RDONLY), bytearray(131072)
+while (os.readv(fd, [b]) if sys.argv[2] == "readv" else len(os.read(fd, len(b)))) > 0: pass' "$dir/decoder/weights.bin" "$2" \
+		2>"$tmp/rec.err"
+	check "$2 partly cached, $1 hooks: 32 reads of 32 blocks ($(grep -c weights.bin "$tmp/r.csv") records)" test \
+		"$(awk -F, '$7 == "read" && $8 ~ /weights.bin$/ { printf "%s+%s ", $5, $6 }' "$tmp/r.csv")" = \
+		"$(for i in $(seq 0 31); do printf "%d+32 " $((i * 32)); done)"
+}
+compare_read auto read
+compare_read auto readv
+compare_read syscalls read
 compare_pread "pread, syscall hooks" syscalls --tokens 3
 # mmap: exact coverage wherever fault-around is seen: the filemap tracepoints, or kprobes on
 # filemap_map_pages and filemap_fault (Linux 6.1, or the syscall hooks where the kernel has a kprobe PMU).
