@@ -120,6 +120,14 @@ struct {
 	__type(value, struct llmtrace_file_key); /* pad: its enum llmtrace_file_state */
 } last_named SEC(".maps");
 
+/* Records this CPU sent since it last asked the ring how full it is. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} unasked SEC(".maps");
+
 static __always_inline void count(__u32 which)
 {
 	__u64 *v = bpf_map_lookup_elem(&counters, &which);
@@ -163,12 +171,17 @@ static __always_inline bool wanted(__u32 tgid) { return wanted_r(tgid, NULL); }
 
 /*
  * Waking the reader for every record costs more than the record (a context switch per read() on a small
- * machine): wake it when wakeup_bytes are waiting; it also polls on a timer.
+ * machine): wake it when wakeup_bytes are waiting; it also polls on a timer. The ring is asked every 16th
+ * record of a CPU only (a helper call less per record; the per-CPU array lookup is inlined).
  */
 static __always_inline __u64 wakeup_flags(void)
 {
+	__u32 *n;
+
 	if (!wakeup_bytes)
 		return 0;
+	if ((n = bpf_map_lookup_elem(&unasked, &(__u32){ 0 })) && (++*n & 15))
+		return BPF_RB_NO_WAKEUP;
 	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
@@ -303,10 +316,8 @@ static __always_inline void emit_probe(struct inode *inode, __u64 first, __u64 l
 		emit(inode, &f, first, last, op, tgid);
 }
 
-static __always_inline __u64 read_syscalls(void)
+static __always_inline __u64 read_syscalls(struct task_struct *task)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-
 	if (!bpf_core_field_exists(task->ioac))
 		return 0;
 	return task->ioac.syscr;
@@ -339,9 +350,9 @@ enum {
  * system call of every task on the slow path): the pread offset, or for read() the file position, which
  * ksys_read() moves only once the read is over. index when the syscall is no read of this range.
  */
-static __always_inline __u64 read_start(struct inode *inode, __u64 index, __u64 last_index)
+static __always_inline __u64 read_start(struct task_struct *task, struct inode *inode, __u64 index, __u64 last_index)
 {
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 	__u64 count = 0;
 	__s64 pos = -1;
 	struct file *f;
@@ -376,15 +387,17 @@ static __always_inline __u64 read_start(struct inode *inode, __u64 index, __u64 
 SEC("tp_btf/mm_filemap_get_pages")
 int BPF_PROG(filemap_get_pages, struct address_space *mapping, unsigned long index, unsigned long last_index)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	/* The task once, and fields from it: every helper call costs a call and a return (mitigations). */
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 tgid = task->tgid;
 	struct inode *inode = mapping->host;
 	struct inflight *r;
 	__u64 syscr;
 
-	r = bpf_task_storage_get(&task_reads, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	r = bpf_task_storage_get(&task_reads, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!wanted_r(tgid, r))
 		return 0;
-	syscr = read_syscalls();
+	syscr = read_syscalls(task);
 	if (r) {
 		if (r->inode_ptr == (__u64)inode && r->last_index == last_index && r->syscr == syscr &&
 		    index > r->index) {
@@ -397,7 +410,7 @@ int BPF_PROG(filemap_get_pages, struct address_space *mapping, unsigned long ind
 		r->last_index = last_index;
 		r->syscr = syscr;
 	}
-	emit_btf(inode, index ? read_start(inode, index, last_index) : 0, last_index, LLMCACHE_OP_READ, tgid);
+	emit_btf(inode, index ? read_start(task, inode, index, last_index) : 0, last_index, LLMCACHE_OP_READ, tgid);
 	return 0;
 }
 
