@@ -191,13 +191,15 @@ Feed::Feed(const FeedOptions &o) : impl_(std::make_unique<Impl>())
 	skel->rodata->wakeup_bytes = o.ring_bytes / 4; // and poll() on a timer
 	bpf_map__set_max_entries(skel->maps.events, uint32_t(o.ring_bytes));
 
-	// The filemap tracepoints where the kernel has them, else reads from the syscall tracepoints, which
-	// see writes (and, with the filemap hooks, where reads start) in both modes. Programs whose attach
-	// point is missing are not loaded.
+	// The filemap tracepoints where the kernel has them, else reads from the syscall tracepoints. Writes
+	// come from sys_enter: with the filemap hooks only when asked for, because attaching any syscall
+	// tracepoint slows down every system call. Programs whose attach point is missing are not loaded.
 	filemap_ = o.hooks == "filemap" ||
 		   (o.hooks == "auto" && (tracepoint_exists("filemap", "mm_filemap_get_pages") ||
 					  kernel_has("btf_trace_mm_filemap_get_pages")));
+	writes_ = o.writes || !filemap_;
 	skel->rodata->syscall_reads = !filemap_;
+	skel->rodata->record_writes = writes_;
 	// mmap: the filemap tracepoints, else kprobes on the functions they sit in, else the faulting pages
 	// alone (exceptions:page_fault_user).
 	if (filemap_)
@@ -218,6 +220,8 @@ Feed::Feed(const FeedOptions &o) : impl_(std::make_unique<Impl>())
 			on = filemap_;
 		else if (sec == "tp_btf/sys_exit") // the syscall mode's reads, and writes there
 			on = !filemap_;
+		else if (sec == "tp_btf/sys_enter")
+			on = !filemap_ || writes_;
 		else if (sec.starts_with("kprobe/"))
 			on = mmap_hooks_ == "kprobe";
 		else if (sec == "tp/exceptions/page_fault_user")

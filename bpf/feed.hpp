@@ -24,6 +24,9 @@ struct FeedOptions {
 	std::vector<std::string> path_prefixes; // only files under these (whole components)
 	uint64_t ring_bytes = 16 << 20;         // power of two, at least 4 KiB
 	std::string hooks = "auto";             // auto, filemap or syscalls
+	// Record writes with the filemap hooks too. They come from the sys_enter tracepoint, which puts every
+	// system call of every task on the kernel's slower path. The syscall hooks always record them.
+	bool writes = false;
 };
 
 // What went wrong, said for the user. usage() is true for bad options (exit status 2), false when the
@@ -64,6 +67,7 @@ public:
 	uint64_t evicted() const;
 	bool filemap() const { return filemap_; } // filemap tracepoints, else syscall tracepoints
 	bool faults() const { return faults_; }   // mmap faults are seen
+	bool writes() const { return writes_; }   // writes are recorded
 	// How mmap accesses are seen: "filemap" (tracepoints), "kprobe" (on filemap_map_pages and
 	// filemap_fault: fault-around too), "fault" (exceptions:page_fault_user: the faulting pages only) or "".
 	const std::string &mmap_hooks() const { return mmap_hooks_; }
@@ -71,7 +75,7 @@ public:
 private:
 	struct Impl;
 	std::unique_ptr<Impl> impl_;
-	bool filemap_ = false, faults_ = false;
+	bool filemap_ = false, faults_ = false, writes_ = false;
 	std::string mmap_hooks_;
 };
 

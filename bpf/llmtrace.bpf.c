@@ -12,16 +12,18 @@
  *   are read through CO-RE. Fault-around records are widened to the large folios at their ends.
  *   filemap_read() calls filemap_get_pages() once per folio batch with the remaining range of the same
  *   read(); the batches after the first are folded into the first (same thread, same inode, same end,
- *   a higher start, and the same read-syscall count task->ioac.syscr), so one read() is one record.
+ *   a higher start, and the same read-syscall count task->ioac.syscr), so one read() is one record. The
+ *   first batch's record starts where the read syscall does, taken from the task's user registers.
+ *   No syscall tracepoint is attached in this mode unless writes are asked for (record_writes).
  * - otherwise (e.g. Linux 6.1) the raw syscall tracepoints sys_enter/sys_exit for read, pread64, readv,
  *   preadv, preadv2, with the file and its offset taken from the task's fd table at entry and the byte
  *   count at exit; and for mmap, kprobes on filemap_map_pages and filemap_fault (fault-around and faults,
  *   the same records as the tracepoints), or where kprobes cannot attach (this machine's 6.18 has no
  *   kprobe PMU) exceptions:page_fault_user with bpf_find_vma() (the faulting pages only).
- * - writes, on every kernel: sys_enter for write, pwrite64, writev, pwritev, pwritev2 (the offset is i_size
- *   for O_APPEND files), with the byte count asked for; sys_exit, with the count written, only where it
- *   is attached anyway for the reads (the syscall mode). With the filemap hooks, sys_enter also notes
- *   where each read starts.
+ * - writes: sys_enter for write, pwrite64, writev, pwritev, pwritev2 (the offset is i_size for O_APPEND
+ *   files), always in the syscall mode and with record_writes in the filemap mode, where it is attached
+ *   for them alone; there the byte count is the one asked for, in the syscall mode the one written
+ *   (sys_exit, attached anyway for the reads).
  * - mm_filemap_add_to_page_cache / mm_filemap_delete_from_page_cache (tp_btf, 6.1 too): pages of the
  *   recorded files read into the page cache and evicted, counted (LLMTRACE_CNT_INSERTED / _EVICTED).
  * - sched_process_fork (raw tracepoint) adds the children of followed processes to the followed set.
@@ -54,6 +56,7 @@ const volatile __u64 min_size = 0;        /* files smaller than this are ignored
 const volatile __u32 self_tgid = 0;       /* the recorder itself, never traced */
 const volatile __u64 wakeup_bytes = 0;    /* wake the reader only once this much is waiting (0: always) */
 const volatile bool syscall_reads = false; /* reads from the syscalls (no filemap tracepoints) */
+const volatile bool record_writes = false; /* writes too (sys_enter is attached for them) */
 volatile __u64 followed_gen = 0;          /* bumped by userspace each time it adds to `followed` */
 
 struct {
@@ -81,17 +84,12 @@ struct inflight {
 	__u64 index, last_index; /* get_pages: the first batch's start and the read's end */
 	__u64 syscr;
 	__u64 pos;               /* syscall: byte offset at entry */
-	__u64 start;             /* get_pages: where the read syscall in flight starts (byte), or NO_START */
-	__u64 start_last;        /* and its last page, or NO_START when the count is not known (readv) */
-	__u64 start_syscr;       /* and the syscr count it was entered with */
 	__u64 followed_gen;      /* followed_gen + 1 when `followed` was last looked up for this thread */
 	__u8 op;                 /* syscall: LLMCACHE_OP_READ or LLMCACHE_OP_WRITE */
 	__u8 followed;           /* and its answer */
 };
 
-#define NO_START (~0ULL)
-
-/* filemap_get_pages and the read starts sys_enter notes: per thread, in task-local storage (no hashing). */
+/* filemap_get_pages: per thread, in task-local storage (no hashing). */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -121,6 +119,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct llmtrace_file_key); /* pad: its enum llmtrace_file_state */
 } last_named SEC(".maps");
+
+/* Records this CPU sent since it last asked the ring how full it is. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} unasked SEC(".maps");
 
 static __always_inline void count(__u32 which)
 {
@@ -165,12 +171,17 @@ static __always_inline bool wanted(__u32 tgid) { return wanted_r(tgid, NULL); }
 
 /*
  * Waking the reader for every record costs more than the record (a context switch per read() on a small
- * machine): wake it when wakeup_bytes are waiting; it also polls on a timer.
+ * machine): wake it when wakeup_bytes are waiting; it also polls on a timer. The ring is asked every 16th
+ * record of a CPU only (a helper call less per record; the per-CPU array lookup is inlined).
  */
 static __always_inline __u64 wakeup_flags(void)
 {
+	__u32 *n;
+
 	if (!wakeup_bytes)
 		return 0;
+	if ((n = bpf_map_lookup_elem(&unasked, &(__u32){ 0 })) && (++*n & 15))
+		return BPF_RB_NO_WAKEUP;
 	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
@@ -305,28 +316,88 @@ static __always_inline void emit_probe(struct inode *inode, __u64 first, __u64 l
 		emit(inode, &f, first, last, op, tgid);
 }
 
-static __always_inline __u64 read_syscalls(void)
+static __always_inline __u64 read_syscalls(struct task_struct *task)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-
 	if (!bpf_core_field_exists(task->ioac))
 		return 0;
 	return task->ioac.syscr;
 }
 
+/* The file behind fd in the current task, or NULL. */
+static __always_inline struct file *fd_file(int fd)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = NULL;
+
+	if (fd < 0 || fd >= BPF_CORE_READ(fdt, max_fds))
+		return NULL;
+	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
+	return f;
+}
+
+/* x86_64 system call numbers of the calls that read or write files at an offset. */
+enum {
+	NR_read = 0, NR_write = 1, NR_pread64 = 17, NR_pwrite64 = 18, NR_readv = 19, NR_writev = 20,
+	NR_preadv = 295, NR_pwritev = 296, NR_preadv2 = 327, NR_pwritev2 = 328,
+};
+
+/*
+ * filemap_get_pages() returns a batch of up-to-date folios that ends before one that is not without
+ * reaching its tracepoint, so a read's first event can start after the read. The first page of the read
+ * syscall the thread is in, from its user registers (no syscall tracepoint: attaching one puts every
+ * system call of every task on the slow path): the pread offset, or for read() the file position, which
+ * ksys_read() moves only once the read is over. index when the syscall is no read of this range.
+ */
+static __always_inline __u64 read_start(struct task_struct *task, struct inode *inode, __u64 index, __u64 last_index)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	__u64 count = 0;
+	__s64 pos = -1;
+	struct file *f;
+
+	if (!regs)
+		return index;
+	switch (regs->orig_ax) {
+	case NR_pread64:
+		count = regs->dx;
+		/* fall through */
+	case NR_preadv: case NR_preadv2:
+		pos = (__s64)regs->r10;
+		break;
+	case NR_read:
+		count = regs->dx;
+		break;
+	case NR_readv:
+		break;
+	default:
+		return index;
+	}
+	if (pos < 0) { /* read(), readv(), preadv2() at offset -1: the file position */
+		if (!(f = fd_file(regs->di)) || BPF_CORE_READ(f, f_inode) != inode)
+			return index;
+		pos = BPF_CORE_READ(f, f_pos);
+	}
+	if ((__u64)pos >> PAGE_SHIFT >= index || (count && (pos + count - 1) >> PAGE_SHIFT != last_index))
+		return index;
+	return (__u64)pos >> PAGE_SHIFT;
+}
+
 SEC("tp_btf/mm_filemap_get_pages")
 int BPF_PROG(filemap_get_pages, struct address_space *mapping, unsigned long index, unsigned long last_index)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	/* The task once, and fields from it: every helper call costs a call and a return (mitigations). */
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 tgid = task->tgid;
 	struct inode *inode = mapping->host;
 	struct inflight *r;
 	__u64 syscr;
 
-	r = bpf_task_storage_get(&task_reads, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	r = bpf_task_storage_get(&task_reads, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!wanted_r(tgid, r))
 		return 0;
-	syscr = read_syscalls();
-	__u64 first = index;
+	syscr = read_syscalls(task);
 	if (r) {
 		if (r->inode_ptr == (__u64)inode && r->last_index == last_index && r->syscr == syscr &&
 		    index > r->index) {
@@ -334,21 +405,12 @@ int BPF_PROG(filemap_get_pages, struct address_space *mapping, unsigned long ind
 			count(LLMTRACE_CNT_MERGED);
 			return 0;
 		}
-		/*
-		 * filemap_get_pages() returns a batch of up-to-date folios that ends before one that is not
-		 * without reaching its tracepoint: the read's first event can start after the read. The read
-		 * syscall's own start (read_start) says where it began.
-		 */
-		if (r->start != NO_START && r->start_syscr == syscr && (r->start >> PAGE_SHIFT) < index &&
-		    (r->start_last == NO_START || r->start_last == last_index))
-			first = r->start >> PAGE_SHIFT;
-		r->start = NO_START;
 		r->inode_ptr = (__u64)inode;
 		r->index = index;
 		r->last_index = last_index;
 		r->syscr = syscr;
 	}
-	emit_btf(inode, first, last_index, LLMCACHE_OP_READ, tgid);
+	emit_btf(inode, index ? read_start(task, inode, index, last_index) : 0, last_index, LLMCACHE_OP_READ, tgid);
 	return 0;
 }
 
@@ -542,41 +604,6 @@ int BPF_PROG(process_fork, struct task_struct *parent, struct task_struct *child
 	return 0;
 }
 
-/* The file behind fd in the current task, or NULL. */
-static __always_inline struct file *fd_file(int fd)
-{
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
-	struct file **fds = BPF_CORE_READ(fdt, fd);
-	struct file *f = NULL;
-
-	if (fd < 0 || fd >= BPF_CORE_READ(fdt, max_fds))
-		return NULL;
-	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
-	return f;
-}
-
-/* x86_64 system call numbers of the calls that read or write files at an offset. */
-enum {
-	NR_read = 0, NR_write = 1, NR_pread64 = 17, NR_pwrite64 = 18, NR_readv = 19, NR_writev = 20,
-	NR_preadv = 295, NR_pwritev = 296, NR_preadv2 = 327, NR_pwritev2 = 328,
-};
-
-/* With the filemap hooks: where a read syscall starts, for filemap_get_pages (see there). */
-static __always_inline void read_start(struct inflight *r, int fd, __s64 pos, __u64 count)
-{
-	struct file *f;
-
-	if (pos < 0) {
-		if (!(f = fd_file(fd)))
-			return;
-		pos = BPF_CORE_READ(f, f_pos);
-	}
-	r->start = pos;
-	r->start_last = count ? (pos + count - 1) >> PAGE_SHIFT : NO_START;
-	r->start_syscr = read_syscalls();
-}
-
 #define O_APPEND 02000
 
 /* The regular file behind fd, and the byte offset an access at pos (-1: the file position) starts at. */
@@ -681,16 +708,10 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	default:
 		return 0;
 	}
+	if (op == LLMCACHE_OP_READ ? !syscall_reads : !record_writes) /* filemap mode: attached for writes only */
+		return 0;
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
-	if (op == LLMCACHE_OP_READ && !syscall_reads) {
-		struct inflight *r = bpf_task_storage_get(&task_reads, bpf_get_current_task_btf(), 0,
-							  BPF_LOCAL_STORAGE_GET_F_CREATE);
-
-		if (r && wanted_r(tgid, r))
-			read_start(r, regs->di, pos, id == NR_read || id == NR_pread64 ? regs->dx : 0);
-		return 0;
-	}
 	if (!wanted(tgid))
 		return 0;
 	if (!syscall_reads)

@@ -5,7 +5,9 @@
 # (what llmtrace replaces). Prints the median tokens/s of each and the slowdown against untraced, the
 # median CPU seconds of the whole command (tracer included), the median CPU milliseconds of the workload
 # alone (the BPF programs run in its context, so this is their cost; the steadiest figure on a shared
-# machine) and llmtrace's lost events (the target is <= 5% slowdown and zero lost events). Needs root.
+# machine), its minimum (other jobs only ever add to it) and llmtrace's lost events (the target is <= 5%
+# slowdown and zero lost events). Needs root.
+# The modes take turns, run after run, so that a change in the machine's load hits them all alike.
 # Usage: scripts/bench-bpf.sh BIN_DIR [RESULTS_DIR] [RUNS]
 # With LLMTRACE_BASELINE=PATH (another build's llmtrace, e.g. of an older commit) it also runs that one,
 # in the row "baseline", for before/after figures from one run.
@@ -29,12 +31,13 @@ for read_size in 128KiB 4KiB; do
 	reads=$(( (64 << 20) / $( [ "$read_size" = 4KiB ] && echo 4096 || echo 131072 ) * tokens ))
 	echo
 	echo "=== decoder, 64 MiB weights in the page cache, $read_size preads, $tokens tokens (~$reads reads per run) ==="
-	printf '%-10s %10s %9s %8s %9s %7s %7s  %s\n' mode tokens/s slowdown "CPU s" "CPU +" "wl ms" "wl +" notes
-	declare -A tps=() cpu=() wcpu=()
-	for mode in untraced llmtrace ${LLMTRACE_BASELINE:+baseline} strace; do
-		rm -f "$out/tps" "$out/cpu" "$out/wcpu"
-		lost_all=0
-		for _ in $(seq "$runs"); do
+	printf '%-10s %10s %9s %8s %9s %7s %7s %7s %7s  %s\n' mode tokens/s slowdown "CPU s" "CPU +" "wl ms" "wl +" \
+		"wl min" "min +" notes
+	declare -A tps=() cpu=() wcpu=() wmin=() lost_all=()
+	modes=(untraced llmtrace ${LLMTRACE_BASELINE:+baseline} strace)
+	for mode in "${modes[@]}"; do rm -f "$out/tps.$mode" "$out/cpu.$mode" "$out/wcpu.$mode"; lost_all[$mode]=0; done
+	for _ in $(seq "$runs"); do
+		for mode in "${modes[@]}"; do
 			time=(/usr/bin/time -f "%S %U" -o "$out/time")
 			# The workload's own user + system CPU, in ms (bash's time), on stderr of the inner shell.
 			inner=(bash -c 'TIMEFORMAT="wlcpu %3U %3S"; time "$@"' _ "${wl[@]}" --tokens "$tokens")
@@ -43,27 +46,32 @@ for read_size in 128KiB 4KiB; do
 			llmtrace|baseline)
 				  tracer=$bin/llmtrace
 				  [ "$mode" = llmtrace ] || tracer=$LLMTRACE_BASELINE
-				  o=$("${time[@]}" "$tracer" record -q -o "$out/run.trace" -- "${inner[@]}" 2>"$out/wl.err")
+				  o=$("${time[@]}" "$tracer" record -q -o "$out/$mode.trace" -- "${inner[@]}" 2>"$out/wl.err")
 				  lost=$(grep -oE '[0-9]+ lost events' "$out/wl.err" | cut -d' ' -f1)
-				  lost_all=$((lost_all + ${lost:-0})) ;;
+				  lost_all[$mode]=$((lost_all[$mode] + ${lost:-0})) ;;
 			strace) o=$("${time[@]}" strace -f -tt -yy -o "$out/run.strace" "${inner[@]}" 2>"$out/wl.err") ;;
 			esac
-			field "$o" tokens_per_s >>"$out/tps"
-			awk '{ print $1 + $2 }' "$out/time" >>"$out/cpu"
-			awk '$1 == "wlcpu" { print ($2 + $3) * 1000 }' "$out/wl.err" >>"$out/wcpu"
+			field "$o" tokens_per_s >>"$out/tps.$mode"
+			awk '{ print $1 + $2 }' "$out/time" >>"$out/cpu.$mode"
+			awk '$1 == "wlcpu" { print ($2 + $3) * 1000 }' "$out/wl.err" >>"$out/wcpu.$mode"
 		done
-		tps[$mode]=$(median <"$out/tps")
-		cpu[$mode]=$(median <"$out/cpu")
-		wcpu[$mode]=$(median <"$out/wcpu")
+	done
+	for mode in "${modes[@]}"; do
+		tps[$mode]=$(median <"$out/tps.$mode")
+		cpu[$mode]=$(median <"$out/cpu.$mode")
+		wcpu[$mode]=$(median <"$out/wcpu.$mode")
+		wmin[$mode]=$(sort -g "$out/wcpu.$mode" | head -n 1)
 		slow=$(awk -v a="${tps[untraced]}" -v b="${tps[$mode]}" 'BEGIN { printf "%.1f%%", (a / b - 1) * 100 }')
 		more=$(awk -v a="${cpu[untraced]}" -v b="${cpu[$mode]}" 'BEGIN { printf "%.0f%%", (b / a - 1) * 100 }')
 		wmore=$(awk -v a="${wcpu[untraced]}" -v b="${wcpu[$mode]}" 'BEGIN { printf "%.0f%%", (b / a - 1) * 100 }')
+		minmore=$(awk -v a="${wmin[untraced]}" -v b="${wmin[$mode]}" 'BEGIN { printf "%.0f%%", (b / a - 1) * 100 }')
 		note=""
-		[ "$mode" = llmtrace ] || [ "$mode" = baseline ] && note="lost events: $lost_all over $runs runs; trace $(stat -c %s "$out/run.trace") bytes"
+		[ "$mode" = llmtrace ] || [ "$mode" = baseline ] &&
+			note="lost events: ${lost_all[$mode]} over $runs runs; trace $(stat -c %s "$out/$mode.trace") bytes"
 		[ "$mode" = strace ] && note="trace $(stat -c %s "$out/run.strace") bytes"
-		printf '%-10s %10.1f %9s %8.2f %9s %7.0f %7s  %s\n' "$mode" "${tps[$mode]}" "$slow" "${cpu[$mode]}" "$more" \
-			"${wcpu[$mode]}" "$wmore" "$note"
+		printf '%-10s %10.1f %9s %8.2f %9s %7.0f %7s %7.0f %7s  %s\n' "$mode" "${tps[$mode]}" "$slow" "${cpu[$mode]}" \
+			"$more" "${wcpu[$mode]}" "$wmore" "${wmin[$mode]}" "$minmore" "$note"
 	done
-	unset tps cpu wcpu
+	unset tps cpu wcpu wmin lost_all
 done
-rm -rf "$dir" "$out/run.trace" "$out/run.strace" "$out/time" "$out/tps" "$out/cpu" "$out/wcpu" "$out/wl.err"
+rm -rf "$dir" "$out"/*.trace "$out/run.strace" "$out/time" "$out"/tps.* "$out"/cpu.* "$out"/wcpu.* "$out/wl.err"

@@ -102,15 +102,32 @@ compare_mmap() { # label, hooks, extra workload args...
 	check "$label: no lost events" has "$(cat "$tmp/rec.err")" " 0 lost events"
 }
 
-# 1. The first run creates the files with pwrite: every write seen (syscall tracepoints on every kernel).
+# 1. The first run creates the files with pwrite: every write seen with --writes (from sys_enter).
 dir=$tmp/wl
-"$T" record -q --format csv -o "$tmp/r.csv" -- "$W" decoder --dir "$dir" --weights-size 4MiB --tokenizer-size 64KiB \
+"$T" record -q --writes --format csv -o "$tmp/r.csv" -- "$W" decoder --dir "$dir" --weights-size 4MiB --tokenizer-size 64KiB \
 	--config-size 256KiB --tokens 1 --trace "$tmp/w.csv" --format csv >/dev/null 2>&1
 files_of "$tmp/w.csv" >"$tmp/keys"
 ops_of "$tmp/w.csv" write "$tmp/keys" >"$tmp/w.writes"
 ops_of "$tmp/r.csv" write "$tmp/keys" >"$tmp/r.writes"
 check "writes: the workload created its files" test "$(wc -l <"$tmp/w.writes")" -ge 3
 check "writes: every write seen, in order" cmp -s "$tmp/w.writes" "$tmp/r.writes"
+# Without --writes the filemap hooks attach no syscall tracepoint and record no writes; the syscall hooks
+# (attached for the reads anyway) record them all the same.
+rm -rf "$tmp/wl2"
+"$T" record --format csv -o "$tmp/r.csv" -- "$W" decoder --dir "$tmp/wl2" --weights-size 1MiB --tokenizer-size 64KiB \
+	--config-size 64KiB --tokens 1 --trace "$tmp/w.csv" --format csv >/dev/null 2>"$tmp/rec.err"
+files_of "$tmp/w.csv" >"$tmp/keys"
+if has "$(cat "$tmp/rec.err")" "filemap hooks"; then
+	check "writes: none without --writes ($(head -n 1 "$tmp/rec.err"))" test -z "$(ops_of "$tmp/r.csv" write "$tmp/keys")"
+	check "writes: the start line says how to get them" has "$(cat "$tmp/rec.err")" "writes not recorded \(--writes\)"
+fi
+check "writes: the reads of that run seen" test "$(ops_of "$tmp/r.csv" read "$tmp/keys")" = "$(ops_of "$tmp/w.csv" read "$tmp/keys")"
+rm -rf "$tmp/wl2"
+"$T" record -q --hooks syscalls --format csv -o "$tmp/r.csv" -- "$W" decoder --dir "$tmp/wl2" --weights-size 1MiB \
+	--tokenizer-size 64KiB --config-size 64KiB --tokens 1 --trace "$tmp/w.csv" --format csv >/dev/null 2>&1
+files_of "$tmp/w.csv" >"$tmp/keys"
+check "writes: the syscall hooks record them without --writes" \
+	test "$(ops_of "$tmp/r.csv" write "$tmp/keys")" = "$(ops_of "$tmp/w.csv" write "$tmp/keys")"
 
 # pread and mmap, warm then cold cache. The runs below only read.
 wl_cmd=("$W" decoder --dir "$dir" --weights-size 4MiB --tokenizer-size 64KiB --config-size 256KiB)
@@ -121,14 +138,33 @@ compare_pread "pread cold" auto --tokens 3 --drop-cache
 partly_cached() {
 	python3 -c 'import os, sys
 fd = os.open(sys.argv[1], os.O_RDONLY)
+os.fsync(fd)  # dirty pages would stay
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # read again below in one call, in smaller folios
 os.pread(fd, os.fstat(fd).st_size, 0)
 for off in range(0, os.fstat(fd).st_size, 81920):
     os.posix_fadvise(fd, off, 40960, os.POSIX_FADV_DONTNEED)' "$dir/decoder/weights.bin"
 }
+read_in() { grep -oE '[0-9]+ pages read into the page cache' "$tmp/rec.err" | cut -d' ' -f1; }
 partly_cached
 compare_pread "pread partly cached" auto --tokens 1
+check "pread partly cached: the dropped pages read again ($(read_in) pages)" test "$(read_in)" -gt 100
 partly_cached
 compare_pread "pread partly cached, syscall hooks" syscalls --tokens 1
+# read() and readv() take the start from the file position, which moves once the read is over: the
+# weights read front to back in 128 KiB calls are 32 records of 32 blocks.
+compare_read() { # hooks, read or readv
+	partly_cached
+	"$T" record -q --hooks "$1" --format csv -o "$tmp/r.csv" -- python3 -c 'import os, sys
+fd, b = os.open(sys.argv[1], os.O_RDONLY), bytearray(131072)
+while (os.readv(fd, [b]) if sys.argv[2] == "readv" else len(os.read(fd, len(b)))) > 0: pass' "$dir/decoder/weights.bin" "$2" \
+		2>"$tmp/rec.err"
+	check "$2 partly cached, $1 hooks: 32 reads of 32 blocks ($(grep -c weights.bin "$tmp/r.csv") records)" test \
+		"$(awk -F, '$7 == "read" && $8 ~ /weights.bin$/ { printf "%s+%s ", $5, $6 }' "$tmp/r.csv")" = \
+		"$(for i in $(seq 0 31); do printf "%d+32 " $((i * 32)); done)"
+}
+compare_read auto read
+compare_read auto readv
+compare_read syscalls read
 compare_pread "pread, syscall hooks" syscalls --tokens 3
 # mmap: exact coverage wherever fault-around is seen: the filemap tracepoints, or kprobes on
 # filemap_map_pages and filemap_fault (Linux 6.1, or the syscall hooks where the kernel has a kprobe PMU).

@@ -62,7 +62,8 @@ int print_usage(const po::options_description &opts, FILE *out)
 		   "  sudo llmtrace record -o llama.trace -- ./llama-cli -m model.gguf -p hello\n"
 		   "  sudo llmtrace record -p 4242 -o engine.trace --format csv\n"
 		   "  sudo llmtrace record -c /sys/fs/cgroup/llm.slice -o llm.trace --min-size 1MiB\n"
-		   "  sudo llmtrace record --path-prefix /models -o models.trace   # every process, files under /models\n",
+		   "  sudo llmtrace record --path-prefix /models -o models.trace   # every process, files under /models\n"
+		   "  sudo llmtrace record --writes -o app.trace -- ./app        # writes too\n",
 		   out);
 	return out == stdout ? 0 : 2;
 }
@@ -97,7 +98,9 @@ int cmd_record(int argc, char **argv)
 		("ring-size", po::value(&ring_size)->default_value(ring_size), "BPF ring buffer size (power of two)")
 		("hooks", po::value(&hooks)->default_value(hooks),
 		 "auto, filemap (filemap tracepoints, where the kernel has them) or syscalls (read syscalls and user "
-		 "page faults); writes come from the syscalls in both")
+		 "page faults)")
+		("writes", "record writes with the filemap hooks too (the syscall hooks always do): they come from a "
+			   "syscall tracepoint, which slows down every system call")
 		("quiet,q", "no live summary once a second");
 	po::variables_map vm;
 	try {
@@ -128,6 +131,7 @@ int cmd_record(int argc, char **argv)
 	fo.cgroup = cgroup;
 	fo.path_prefixes = prefixes;
 	fo.hooks = hooks;
+	fo.writes = vm.count("writes");
 	try {
 		fmt = trace::parse_format(format);
 		fo.min_size = units::parse_bytes(min_size);
@@ -190,12 +194,13 @@ int cmd_record(int argc, char **argv)
 		}
 		bool quiet = vm.count("quiet");
 		if (!quiet)
-			std::fprintf(stderr, "llmtrace: recording with the %s hooks%s; Ctrl-C stops\n",
+			std::fprintf(stderr, "llmtrace: recording with the %s hooks%s%s; Ctrl-C stops\n",
 				     feed.filemap() ? "filemap" : "syscall",
 				     feed.mmap_hooks() == "kprobe"  ? ", mmap from kprobes"
 				     : feed.mmap_hooks() == "fault" ? ", mmap faulting pages only"
 				     : feed.faults()                ? ""
-								    : " (mmap faults unseen)");
+								    : " (mmap faults unseen)",
+				     feed.writes() ? "" : ", writes not recorded (--writes)");
 		uint64_t last_print = now_ns(), last_events = 0;
 		int status = 0;
 		for (bool done = false; !done;) {
