@@ -152,13 +152,16 @@ void restore(const std::string &target, StoragePool &pool, std::vector<SlabRead>
 	(dst ? r.mem_cpu : r.restore_cpu) = (process_cpu() - c0) / gb;
 }
 
-// Gives the slots back and checks that the restore into memory brought back what was spilled.
+// Gives the slots back and checks that the restore into memory brought back what was spilled. The
+// slots go back last first: the pool hands out the last slot released first, so the next pass writes
+// ascending offsets again, as fio does (released first to last, every pass after the first ran
+// backwards through the target).
 void finish(StoragePool &pool, const std::vector<SlabBuffer> &payloads, std::vector<SlabBuffer> &dst,
 	    const std::vector<SlabRead> &reads)
 {
 	const uint64_t len = pool.slab_bytes() - sizeof(SlabHeader);
-	for (const SlabRead &rd : reads)
-		pool.release(rd.offset);
+	for (auto rd = reads.rbegin(); rd != reads.rend(); ++rd)
+		pool.release(rd->offset);
 	for (size_t i = 0; i < reads.size(); i++)
 		if (std::memcmp(dst[i].get(), payloads[i].get(), len))
 			die("slab " + std::to_string(i) + " restored different from what was spilled");
