@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <thread>
 
 using namespace llmcache::kv;
 
@@ -154,6 +155,29 @@ int read_runs(PoolFixture &f, const std::vector<SlabRead> &runs, std::vector<std
 		got[i].assign(data, data + (uint64_t)runs[i].count * SLAB_ALIGN);
 		return 0;
 	}, err);
+}
+
+// The pool's ring takes submissions only from the thread that set it up (SINGLE_ISSUER, as fio's):
+// a pool opened on one thread and read on others sets its ring up again there and reads the same bytes.
+void storage_read__other_threads__ring_set_up_again_same_bytes(void **)
+{
+	PoolFixture f = write_slabs();
+	const uint64_t sb = f.pool->slab_bytes();
+	for (int t = 0; t < 2; t++) {
+		int r = -1;
+		std::string err;
+		std::vector<std::vector<uint8_t>> got(f.whole.size());
+		std::thread([&] {
+			r = f.pool->read(f.whole, [&](size_t i, const uint8_t *slab) {
+				got[i].assign(slab, slab + sb - 64);
+				return 0;
+			}, err);
+		}).join();
+		assert_int_equal(r, 0);
+		for (size_t i = 0; i < f.whole.size(); i++)
+			assert_memory_equal(got[i].data(), f.slabs[i].get(), sb - 64);
+	}
+	assert_true(f.pool->note().empty()); // still io_uring, not the synchronous fallback
 }
 
 void storage_read__block_runs__bit_identical_to_whole_slab_and_bytes_counted(void **)
@@ -414,6 +438,7 @@ int main()
 		cmocka_unit_test(crc32c__hybrid_rounds__equal_table),
 		cmocka_unit_test(block_crcs__fed_then_finished__equal_whole_table),
 		cmocka_unit_test(storage_read__block_runs__bit_identical_to_whole_slab_and_bytes_counted),
+		cmocka_unit_test(storage_read__other_threads__ring_set_up_again_same_bytes),
 		cmocka_unit_test(storage_read__corrupted_block__error_inside_run_only),
 		cmocka_unit_test(select__spilled_rows__partial_fetch_bit_identical_and_bytes_exact),
 		cmocka_unit_test(select__corrupted_block__error_inside_selected_rows_only),
