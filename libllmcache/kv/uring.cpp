@@ -26,7 +26,7 @@ int Uring::init(unsigned entries, bool single_issuer)
 	if (r == -EINVAL)
 		r = io_uring_queue_init(entries, &ring_, 0);
 	ready_ = r == 0;
-	owner_ = gettid();
+	owner_ = ready_ ? gettid() : 0; // a failed set-up is tried again at the next use
 	return r;
 }
 
