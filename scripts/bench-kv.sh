@@ -5,7 +5,9 @@
 # contexts with the none and emulated backends. Scratch files go to KV_BENCH_DIR (default /var/tmp:
 # it must be a file system with O_DIRECT, not tmpfs) and are removed at the end.
 # Usage: scripts/bench-kv.sh TESTS_DIR RESULTS_DIR
-# Environment: KV_BENCH_MIB (storage pass, 256), KV_BENCH_ROUNDS (5), KV_DECODE_CONTEXTS
+# Environment: KV_BENCH_MIB (storage pass, 1024: a pass of 256 MiB lasts under 0.1 s at loop-device
+# speeds, too short to measure on a shared machine; the bench holds two copies of a pass in memory and
+# the loop device's backing file in the page cache), KV_BENCH_ROUNDS (5), KV_DECODE_CONTEXTS
 # (4096,8192,16384,32768), KV_DECODE_BATCHES (1,8), KV_DECODE_LAYERS (1), KV_DECODE_STEPS (3),
 # KV_DECODE_HEAVY (16: one page in 16 holds the important keys; 0: uniformly random keys),
 # KV_DECODE_UNIFORM_CONTEXTS (4096,32768: a second decode run with uniformly random keys, where
@@ -22,7 +24,7 @@ cleanup() {
 	rm -rf "$dir"
 }
 trap cleanup EXIT
-mib=${KV_BENCH_MIB:-256}
+mib=${KV_BENCH_MIB:-1024}
 contexts=${KV_DECODE_CONTEXTS:-4096,8192,16384,32768}
 batches=${KV_DECODE_BATCHES:-1,8}
 layers=${KV_DECODE_LAYERS:-1}

@@ -10,6 +10,16 @@
  * crc32(0, v) computes v * x^32 mod P, so the pair yields a * b * x^33 mod P.
  * The same linearity joins checksums computed apart: crc(A B) = crc(B) + crc(A) * x^(8 |B|) mod P
  * (the initial and final inversions cancel), with x^(8 |B|) by square-and-multiply.
+ *
+ * crc32 runs on one execution port only, and the carry-less multiply on another, so plain checksums
+ * (a restore verifying a slab where the device put it) run both at once: each round of 20 KiB is
+ * three crc32 streams of 4 KiB followed by 8 KiB folded 16 bytes at a time on four accumulators.
+ * Folding a 16-byte chunk X = A x^64 + B forward by F bytes is clmul(A, x^(8F+31)) + clmul(B,
+ * x^(8F-33)): the same x * a * b rule, the constant in the low half of its 64-bit operand (a factor
+ * x^32), gives X x^(8F) mod P in at most 128 bits, to be added to the chunk F bytes later. The last
+ * chunk's CRC is two crc32 instructions, and the region joins the streams like a fourth one. On this
+ * machine's Xeon (no VPCLMULQDQ): 1.2-1.4x the three streams' rate over data in cache, 5-10% more
+ * over data in memory, where the memory sets the pace (about 10 GB/s on one core).
  */
 #include "kv/crc32c.hpp"
 
@@ -107,7 +117,89 @@ __attribute__((target("sse4.2,pclmul"))) uint32_t crc_hw_streams(uint8_t *dst, c
 	return (uint32_t)crc_chain(a, p, n);
 }
 
-uint32_t crc_hw(const uint8_t *p, size_t n, uint32_t c) { return crc_hw_streams<false>(nullptr, p, n, c); }
+// Three streams of S bytes per round while at least 3 S bytes are left.
+template <size_t S>
+__attribute__((target("sse4.2,pclmul"))) uint64_t crc_streams3(uint64_t a, const uint8_t *&p, size_t &n)
+{
+	constexpr uint32_t k1 = xpow_mod(8 * S - 33), k2 = xpow_mod(16 * S - 33);
+	for (; n >= 3 * S; n -= 3 * S, p += 3 * S) {
+		uint64_t b = 0, d = 0;
+		for (size_t i = 0; i < S; i += 8) {
+			uint64_t wa, wb, wd;
+			std::memcpy(&wa, p + i, 8);
+			std::memcpy(&wb, p + S + i, 8);
+			std::memcpy(&wd, p + 2 * S + i, 8);
+			a = _mm_crc32_u64(a, wa);
+			b = _mm_crc32_u64(b, wb);
+			d = _mm_crc32_u64(d, wd);
+		}
+		a = shift((uint32_t)a, k2) ^ shift((uint32_t)b, k1) ^ (uint32_t)d;
+	}
+	return a;
+}
+
+// The hybrid round: streams of HS bytes (32 per step, four crc32 each) then HP bytes folded (64 per
+// step). Each stream is one 4 KiB page and the region two: over data not in cache, streams that cross
+// page boundaries mid-round ran 15-20% slower than the three-stream form (the prefetcher follows
+// pages); these run 5-10% faster than it.
+constexpr size_t HSTEPS = 128, HS = 32 * HSTEPS, HP = 64 * HSTEPS, HROUND = 3 * HS + HP;
+struct alignas(16) Fold {
+	uint64_t lo, hi; // multipliers of the chunk's first and second 8 bytes
+};
+constexpr Fold fold_by(size_t f) { return {xpow_mod(8 * f + 31), xpow_mod(8 * f - 33)}; }
+constexpr Fold F64 = fold_by(64), F48 = fold_by(48), F32 = fold_by(32), F16 = fold_by(16);
+
+__attribute__((target("sse4.2,pclmul"))) inline __m128i fold(__m128i x, const Fold &k, __m128i next)
+{
+	const __m128i m = _mm_load_si128(reinterpret_cast<const __m128i *>(&k));
+	return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, m, 0x00), _mm_clmulepi64_si128(x, m, 0x11)), next);
+}
+
+__attribute__((target("sse4.2,pclmul"))) inline __m128i load16(const uint8_t *p)
+{
+	return _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
+}
+
+__attribute__((target("sse4.2,pclmul"))) uint64_t crc_hybrid(uint64_t a, const uint8_t *&p, size_t &n)
+{
+	constexpr uint32_t ka = xpow_mod(8 * (2 * HS + HP) - 33), kb = xpow_mod(8 * (HS + HP) - 33), kd = xpow_mod(8 * HP - 33);
+	for (; n >= HROUND; n -= HROUND, p += HROUND) {
+		const uint8_t *q = p + 3 * HS;
+		__m128i x0 = load16(q), x1 = load16(q + 16), x2 = load16(q + 32), x3 = load16(q + 48);
+		uint64_t b = 0, d = 0;
+		for (size_t i = 0, j = 64; i < HS; i += 32, j += 64) {
+			for (size_t k = i; k < i + 32; k += 8) {
+				uint64_t wa, wb, wd;
+				std::memcpy(&wa, p + k, 8);
+				std::memcpy(&wb, p + HS + k, 8);
+				std::memcpy(&wd, p + 2 * HS + k, 8);
+				a = _mm_crc32_u64(a, wa);
+				b = _mm_crc32_u64(b, wb);
+				d = _mm_crc32_u64(d, wd);
+			}
+			if (j < HP) {
+				x0 = fold(x0, F64, load16(q + j));
+				x1 = fold(x1, F64, load16(q + j + 16));
+				x2 = fold(x2, F64, load16(q + j + 32));
+				x3 = fold(x3, F64, load16(q + j + 48));
+			}
+		}
+		const __m128i x = fold(x0, F48, fold(x1, F32, fold(x2, F16, x3)));
+		const uint64_t crc_p = _mm_crc32_u64(_mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(x)),
+						     (uint64_t)_mm_extract_epi64(x, 1));
+		a = shift((uint32_t)a, ka) ^ shift((uint32_t)b, kb) ^ shift((uint32_t)d, kd) ^ crc_p;
+	}
+	return a;
+}
+
+uint32_t crc_hw(const uint8_t *p, size_t n, uint32_t c)
+{
+	uint64_t a = crc_hybrid(c, p, n);
+	a = crc_streams3<1024>(a, p, n);
+	a = crc_streams3<256>(a, p, n);
+	a = crc_streams3<64>(a, p, n);
+	return (uint32_t)crc_chain(a, p, n);
+}
 
 uint32_t crc_hw_copy(uint8_t *dst, const uint8_t *p, size_t n, uint32_t c)
 {

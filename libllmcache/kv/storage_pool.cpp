@@ -96,15 +96,8 @@ int StoragePool::open(const StorageConfig &cfg, std::unique_ptr<StoragePool> &ou
 	if (b == MAP_FAILED)
 		return err = "cannot allocate " + std::to_string(p->bufs_len_) + " bytes of I/O buffers", -ENOMEM;
 	p->bufs_ = static_cast<uint8_t *>(b);
-	int r = cfg.use_io_uring ? p->ring_.init(cfg.queue_depth) : -EPERM;
-	std::vector<iovec> iov(cfg.queue_depth);
-	for (unsigned i = 0; i < cfg.queue_depth; i++)
-		iov[i] = {p->bufs_ + (size_t)i * cfg.slab_bytes, cfg.slab_bytes};
 	const char *step = "set up io_uring";
-	if (r == 0 && (r = p->ring_.register_buffers(iov.data(), cfg.queue_depth)) < 0)
-		step = "register the I/O buffers with io_uring (RLIMIT_MEMLOCK too low?)";
-	else if (r == 0 && (r = p->ring_.register_file(p->fd_)) < 0)
-		step = "register the device with io_uring";
+	int r = cfg.use_io_uring ? p->setup_ring(step) : -EPERM;
 	if (r < 0) {
 		// Containers often forbid io_uring (seccomp, kernel.io_uring_disabled): stay correct, slower.
 		p->sync_ = true;
@@ -122,6 +115,20 @@ StoragePool::~StoragePool()
 		munmap(bufs_, bufs_len_);
 	if (fd_ >= 0)
 		close(fd_);
+}
+
+int StoragePool::setup_ring(const char *&step)
+{
+	int r = ring_.init(cfg_.queue_depth, true);
+	std::vector<iovec> iov(cfg_.queue_depth);
+	for (unsigned i = 0; i < cfg_.queue_depth; i++)
+		iov[i] = {bufs_ + (size_t)i * cfg_.slab_bytes, cfg_.slab_bytes};
+	step = "set up io_uring";
+	if (r == 0 && (r = ring_.register_buffers(iov.data(), cfg_.queue_depth)) < 0)
+		step = "register the I/O buffers with io_uring (RLIMIT_MEMLOCK too low?)";
+	else if (r == 0 && (r = ring_.register_file(fd_)) < 0)
+		step = "register the device with io_uring";
+	return r;
 }
 
 void StoragePool::release(uint64_t offset) { free_.push_back((offset - cfg_.offset) / cfg_.slab_bytes); }
@@ -143,6 +150,11 @@ int StoragePool::run(size_t n, const Prep &prep, const Done &done)
 		}
 		return first;
 	}
+	// The ring takes submissions from the thread that set it up only: a pool used from another thread
+	// sets it up again there.
+	if (const char *step; ring_.owner() != gettid())
+		if (int r = setup_ring(step); r < 0)
+			return r;
 	std::vector<unsigned> idle;
 	for (unsigned b = cfg_.queue_depth; b-- > 0;)
 		idle.push_back(b);

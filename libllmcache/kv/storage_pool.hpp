@@ -111,6 +111,7 @@ private:
 	using Prep = std::function<void(size_t item, unsigned buf, io_uring_sqe *)>;
 	using Done = std::function<int(size_t item, unsigned buf, int res)>;
 	int run(size_t n, const Prep &prep, const Done &done);
+	int setup_ring(const char *&step); // (re)creates the ring for the calling thread, buffers and file registered
 
 	StorageConfig cfg_;
 	int fd_ = -1;

@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: MIT
 #include "kv/uring.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
+
 namespace llmcache::kv {
 
 Uring::~Uring()
@@ -9,10 +13,20 @@ Uring::~Uring()
 		io_uring_queue_exit(&ring_);
 }
 
-int Uring::init(unsigned entries)
+int Uring::init(unsigned entries, bool single_issuer)
 {
-	int r = io_uring_queue_init(entries, &ring_, 0);
+	if (ready_)
+		io_uring_queue_exit(&ring_);
+	int r = -EINVAL;
+	if (single_issuer)
+		for (unsigned flags : {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_COOP_TASKRUN,
+				       unsigned(IORING_SETUP_COOP_TASKRUN)})
+			if ((r = io_uring_queue_init(entries, &ring_, flags)) != -EINVAL)
+				break;
+	if (r == -EINVAL)
+		r = io_uring_queue_init(entries, &ring_, 0);
 	ready_ = r == 0;
+	owner_ = ready_ ? gettid() : 0; // a failed set-up is tried again at the next use
 	return r;
 }
 

@@ -3,7 +3,10 @@
 // buffers, CRC32C-sealed slabs) against fio on the same target, block size and queue depth, in the
 // same run. Each round runs fio write, pool spill, fio read, pool restore back to back, so both see
 // the same load from whatever else runs on the machine; the ratio is taken per round and the median
-// round is reported. A spill is StoragePool::write of pages held in SlabBuffers, as the CPU pool
+// round is reported. Reads alternate which of the two goes first (fio's write must come first: it
+// overwrites the pool's slabs), and the target is flushed (fsync) before every timed phase, so that
+// neither pays for writing back what the other left dirty (a loop device's backing file sits in the
+// page cache, and the kernel writes it back at moments of its own). A spill is StoragePool::write of pages held in SlabBuffers, as the CPU pool
 // holds them: the payload's CRC32C was computed when it was filled (the CPU pool chains it as tokens
 // are appended), the header is sealed in place and io_uring writes the page itself. fio's job is one
 // stream, so the pool's comparable unit is one call for the whole pass; passes of 128-slab calls
@@ -22,6 +25,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -79,6 +83,15 @@ double fio_bw(const std::string &target, const char *rw, uint64_t bs, unsigned q
 	return bw;
 }
 
+// Writes back what an earlier phase left dirty (a loop device's backing file) before a timed phase.
+void flush(const std::string &target)
+{
+	const int fd = ::open(target.c_str(), O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) < 0)
+		die("cannot flush " + target + ": " + std::strerror(errno));
+	close(fd);
+}
+
 struct PoolRun {
 	// restore: verified in the I/O buffers (fio's work plus the checksums); mem: verified as copied into pages
 	double spill_bw = 0, restore_bw = 0, mem_bw = 0, spill_cpu = 0, restore_cpu = 0, mem_cpu = 0; // CPU s per GB
@@ -91,18 +104,16 @@ double process_cpu()
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-// One pass: n_slabs spilled in calls of `batch` slabs (one distinct buffer each), then restored twice:
-// verified where they land, then into pages in memory.
-PoolRun pool_pass(StoragePool &pool, const std::vector<SlabBuffer> &payloads, const std::vector<uint32_t> &crcs,
-		  std::vector<SlabBuffer> &dst, uint64_t n_slabs, uint64_t batch)
+// Spills n_slabs in calls of `batch` slabs (one distinct buffer each); fills `reads` with their slots.
+void spill(const std::string &target, StoragePool &pool, const std::vector<SlabBuffer> &payloads,
+	   const std::vector<uint32_t> &crcs, uint64_t n_slabs, uint64_t batch, std::vector<SlabRead> &reads, PoolRun &r)
 {
-	PoolRun r;
 	std::vector<SlabWrite> w;
-	std::vector<SlabRead> reads;
 	std::vector<int64_t> res;
 	std::string err;
-	const double gb = (double)(n_slabs * pool.slab_bytes()) / 1e9;
-	double c0 = process_cpu();
+	reads.clear();
+	flush(target);
+	const double c0 = process_cpu();
 	const auto t0 = Clock::now();
 	for (uint64_t s = 0; s < n_slabs; s += batch) {
 		w.clear();
@@ -114,32 +125,48 @@ PoolRun pool_pass(StoragePool &pool, const std::vector<SlabBuffer> &payloads, co
 		if (pool.write(w, res, err))
 			die("spill failed: " + err);
 		for (size_t i = 0; i < w.size(); i++)
-			reads.push_back({w[i].id, (uint64_t)res[i], nullptr, 0, 0, dst[s + i].get()});
+			reads.push_back({w[i].id, (uint64_t)res[i], nullptr, 0, 0, nullptr});
 	}
 	r.spill_bw = (double)(n_slabs * pool.slab_bytes()) / std::chrono::duration<double>(Clock::now() - t0).count();
-	r.spill_cpu = (process_cpu() - c0) / gb;
-	for (SlabBuffer &d : dst) // faulted in and cleared outside the measure: a restore that did nothing shows
-		std::memset(d.get(), 0, pool.slab_bytes() - sizeof(SlabHeader));
-	for (int into_memory = 0; into_memory < 2; into_memory++) {
-		for (SlabRead &rd : reads)
-			rd.dst = into_memory ? dst[&rd - reads.data()].get() : nullptr;
-		c0 = process_cpu();
-		const auto t1 = Clock::now();
-		for (size_t s = 0; s < reads.size(); s += batch) {
-			const size_t n = std::min<size_t>(batch, reads.size() - s);
-			if (pool.read(std::span(reads).subspan(s, n), [](size_t, const uint8_t *) { return 0; }, err))
-				die("restore failed: " + err);
-		}
-		(into_memory ? r.mem_bw : r.restore_bw) =
-			(double)(n_slabs * pool.slab_bytes()) / std::chrono::duration<double>(Clock::now() - t1).count();
-		(into_memory ? r.mem_cpu : r.restore_cpu) = (process_cpu() - c0) / gb;
+	r.spill_cpu = (process_cpu() - c0) / ((double)(n_slabs * pool.slab_bytes()) / 1e9);
+}
+
+// Restores the slabs in calls of `batch`: verified where they land, or (dst) verified as copied into
+// pages in memory.
+void restore(const std::string &target, StoragePool &pool, std::vector<SlabRead> &reads, std::vector<SlabBuffer> *dst,
+	     uint64_t batch, PoolRun &r)
+{
+	std::string err;
+	for (SlabRead &rd : reads)
+		rd.dst = dst ? (*dst)[&rd - reads.data()].get() : nullptr;
+	flush(target);
+	const double gb = (double)(reads.size() * pool.slab_bytes()) / 1e9;
+	const double c0 = process_cpu();
+	const auto t1 = Clock::now();
+	for (size_t s = 0; s < reads.size(); s += batch) {
+		const size_t n = std::min<size_t>(batch, reads.size() - s);
+		if (pool.read(std::span(reads).subspan(s, n), [](size_t, const uint8_t *) { return 0; }, err))
+			die("restore failed: " + err);
 	}
-	for (const SlabRead &rd : reads)
-		pool.release(rd.offset);
-	for (uint64_t i = 0; i < n_slabs; i++)
-		if (std::memcmp(dst[i].get(), payloads[i].get(), pool.slab_bytes() - sizeof(SlabHeader)))
+	(dst ? r.mem_bw : r.restore_bw) = gb * 1e9 / std::chrono::duration<double>(Clock::now() - t1).count();
+	(dst ? r.mem_cpu : r.restore_cpu) = (process_cpu() - c0) / gb;
+}
+
+// Gives the slots back and checks that the restore into memory brought back what was spilled. The
+// slots go back last first: the pool hands out the last slot released first, so the next pass writes
+// ascending offsets again, as fio does (released first to last, every pass after the first ran
+// backwards through the target).
+void finish(StoragePool &pool, const std::vector<SlabBuffer> &payloads, std::vector<SlabBuffer> &dst,
+	    const std::vector<SlabRead> &reads)
+{
+	const uint64_t len = pool.slab_bytes() - sizeof(SlabHeader);
+	for (auto rd = reads.rbegin(); rd != reads.rend(); ++rd)
+		pool.release(rd->offset);
+	for (size_t i = 0; i < reads.size(); i++)
+		if (std::memcmp(dst[i].get(), payloads[i].get(), len))
 			die("slab " + std::to_string(i) + " restored different from what was spilled");
-	return r;
+	for (SlabBuffer &d : dst) // cleared outside the measure: a restore that did nothing shows
+		std::memset(d.get(), 0, len);
 }
 
 double median(std::vector<double> v)
@@ -200,12 +227,12 @@ void restore_copy_rates(std::vector<SlabBuffer> &dst, uint64_t sb, double &two_p
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		std::fprintf(stderr, "usage: bench_kv_storage TARGET[,TARGET...] [MiB per pass (256)] [rounds (5)] "
+		std::fprintf(stderr, "usage: bench_kv_storage TARGET[,TARGET...] [MiB per pass (1024)] [rounds (5)] "
 				     "[queue depth (32)] [slab bytes (299008)]\n"
 				     "TARGET: a block device or a file on a file system with O_DIRECT; it is overwritten\n");
 		return 2;
 	}
-	const uint64_t mib = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 256;
+	const uint64_t mib = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1024;
 	const int rounds = argc > 3 ? std::atoi(argv[3]) : 5;
 	const unsigned qd = argc > 4 ? (unsigned)std::atoi(argv[4]) : 32;
 	// The default slab: one page of 32 tokens of LLaMA-2-7B K (32 heads x 128, fp16) with its key
@@ -234,10 +261,20 @@ int main(int argc, char **argv)
 		dst.emplace_back(sb, sb - sizeof(SlabHeader));
 	}
 
+	{
+		uint32_t c = 0;
+		const double t0 = cpu_now();
+		for (const SlabBuffer &p : payloads)
+			c ^= crc32c(p.get(), sb - sizeof(SlabHeader));
+		const double s = cpu_now() - t0, rate = (double)(n_slabs * (sb - sizeof(SlabHeader))) / s;
+		std::printf("CRC32C over the pass in memory (not in cache), per CPU-second: %.1f GB/s, %.0f ms per GB: what "
+			    "verifying a restore costs when the device's data is not in cache%s\n",
+			    rate / 1e9, 1e12 / rate, c == 1 ? " " : "");
+	}
+	double two_pass = 0, fused = 0;
+	restore_copy_rates(dst, sb, two_pass, fused); // also faults dst in
 	for (SlabBuffer &d : dst)
 		std::memset(d.get(), 0, sb - sizeof(SlabHeader));
-	double two_pass = 0, fused = 0;
-	restore_copy_rates(dst, sb, two_pass, fused);
 	std::printf("restore into memory without I/O, per CPU-second: verify then copy %.1f GB/s, fused %.1f GB/s\n",
 		    two_pass / 1e9, fused / 1e9);
 	std::string targets = argv[1];
@@ -260,12 +297,25 @@ int main(int argc, char **argv)
 		std::vector<double> fw, fr, pw, pr, bw, br, uw, ur, fuw, fur, pm, bm, um;
 		for (int i = 0; i < rounds; i++) {
 			double cpu;
+			PoolRun one, calls;
+			std::vector<SlabRead> reads;
+			flush(target);
 			fw.push_back(fio_bw(target, "write", sb, qd, bytes, cpu));
 			fuw.push_back(cpu);
-			const PoolRun one = pool_pass(*pool, payloads, crcs, dst, n_slabs, n_slabs);
+			spill(target, *pool, payloads, crcs, n_slabs, n_slabs, reads, one);
+			if (i % 2)
+				restore(target, *pool, reads, nullptr, n_slabs, one);
+			flush(target);
 			fr.push_back(fio_bw(target, "read", sb, qd, bytes, cpu));
 			fur.push_back(cpu);
-			const PoolRun calls = pool_pass(*pool, payloads, crcs, dst, n_slabs, batch);
+			if (i % 2 == 0)
+				restore(target, *pool, reads, nullptr, n_slabs, one);
+			restore(target, *pool, reads, &dst, n_slabs, one);
+			finish(*pool, payloads, dst, reads);
+			spill(target, *pool, payloads, crcs, n_slabs, batch, reads, calls);
+			restore(target, *pool, reads, nullptr, batch, calls);
+			restore(target, *pool, reads, &dst, batch, calls);
+			finish(*pool, payloads, dst, reads);
 			pw.push_back(one.spill_bw / fw.back());
 			pr.push_back(one.restore_bw / fr.back());
 			bw.push_back(calls.spill_bw / fw.back());

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <thread>
 
 using namespace llmcache::kv;
 
@@ -63,6 +64,32 @@ void crc32c_blocks_and_copy__random_data__equal_plain_crc(void **)
 		assert_int_equal(crc32c_copy(dst.data(), src.data() + 1, len, 0x1234), crc32c_portable(src.data() + 1, len, 0x1234));
 		assert_memory_equal(dst.data(), src.data() + 1, len);
 		assert_int_equal(dst[len], 0);
+	}
+}
+
+// The plain form runs crc32 streams and a carry-less-multiply fold side by side in rounds of 20480
+// bytes, then three-stream rounds of 1024, 256 and 64 bytes, then one chain: every length across
+// those boundaries, unaligned starts, a chained initial value, and a flipped bit in either part of a
+// round (the streams and the folded region) give the byte table's CRC.
+void crc32c__hybrid_rounds__equal_table(void **)
+{
+	std::mt19937_64 rng(5);
+	std::vector<uint8_t> buf(299008 + 16);
+	fill_random(buf.data(), buf.size(), rng);
+	const size_t round = 20480;
+	std::vector<size_t> lens = {round - 1, round, round + 1, 2 * round + 3 * 1024 + 192 + 5, 298944, 299008};
+	for (size_t len = 0; len < 2 * round + 200; len += 61)
+		lens.push_back(len);
+	for (size_t len : lens)
+		for (size_t off : {0ul, 3ul, 8ul})
+			for (uint32_t init : {0u, 0x89abcdefu})
+				assert_int_equal(crc32c(buf.data() + off, len, init), crc32c_portable(buf.data() + off, len, init));
+	const uint32_t clean = crc32c(buf.data(), 298944);
+	for (size_t at : {size_t(5), size_t(3 * 4096 - 1), size_t(3 * 4096 + 17), size_t(round - 1), size_t(298944 - 1)}) {
+		buf[at] ^= 0x10;
+		assert_int_equal(crc32c(buf.data(), 298944), crc32c_portable(buf.data(), 298944));
+		assert_int_not_equal(crc32c(buf.data(), 298944), clean);
+		buf[at] ^= 0x10;
 	}
 }
 
@@ -128,6 +155,29 @@ int read_runs(PoolFixture &f, const std::vector<SlabRead> &runs, std::vector<std
 		got[i].assign(data, data + (uint64_t)runs[i].count * SLAB_ALIGN);
 		return 0;
 	}, err);
+}
+
+// The pool's ring takes submissions only from the thread that set it up (SINGLE_ISSUER, as fio's):
+// a pool opened on one thread and read on others sets its ring up again there and reads the same bytes.
+void storage_read__other_threads__ring_set_up_again_same_bytes(void **)
+{
+	PoolFixture f = write_slabs();
+	const uint64_t sb = f.pool->slab_bytes();
+	for (int t = 0; t < 2; t++) {
+		int r = -1;
+		std::string err;
+		std::vector<std::vector<uint8_t>> got(f.whole.size());
+		std::thread([&] {
+			r = f.pool->read(f.whole, [&](size_t i, const uint8_t *slab) {
+				got[i].assign(slab, slab + sb - 64);
+				return 0;
+			}, err);
+		}).join();
+		assert_int_equal(r, 0);
+		for (size_t i = 0; i < f.whole.size(); i++)
+			assert_memory_equal(got[i].data(), f.slabs[i].get(), sb - 64);
+	}
+	assert_true(f.pool->note().empty()); // still io_uring, not the synchronous fallback
 }
 
 void storage_read__block_runs__bit_identical_to_whole_slab_and_bytes_counted(void **)
@@ -385,8 +435,10 @@ int main()
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(crc32c_blocks_and_copy__random_data__equal_plain_crc),
+		cmocka_unit_test(crc32c__hybrid_rounds__equal_table),
 		cmocka_unit_test(block_crcs__fed_then_finished__equal_whole_table),
 		cmocka_unit_test(storage_read__block_runs__bit_identical_to_whole_slab_and_bytes_counted),
+		cmocka_unit_test(storage_read__other_threads__ring_set_up_again_same_bytes),
 		cmocka_unit_test(storage_read__corrupted_block__error_inside_run_only),
 		cmocka_unit_test(select__spilled_rows__partial_fetch_bit_identical_and_bytes_exact),
 		cmocka_unit_test(select__corrupted_block__error_inside_selected_rows_only),
