@@ -16,6 +16,10 @@
  * Pins never push the machine into OOM: the shrinker (shrink.c) releases them through llc_pin_shrink()
  * by capping the budget (the plan for a smaller budget is contained in the larger one's, so the highest
  * blocks of the longest-period loops go first); the cap grows back by 1/16 of the budget per run.
+ * Nor into a memory cgroup's OOM: pinned pages stay charged to the cgroup that read them, and that
+ * cgroup's reclaim cannot free them (nor reach a shrinker that is not memcg-aware), so the files whose
+ * pages one cgroup limit binds get at most half of that limit of pins together, taken when the plan is
+ * cut (llc_plan_clamp); the engine keeps the other half.
  * HOT protection (hot.c) holds folios the same way, in a second xarray per file.
  *
  * Held folios are also marked mlocked, as mlock() marks them (with NR_MLOCK accounted the same way).
@@ -31,6 +35,7 @@
  *
  * Blocks are 4 KiB and so are pages on the kernels this module supports: a block number is a page index.
  */
+#include <linux/memcontrol.h>
 #include <linux/pagemap.h>
 #include <linux/pagevec.h>
 #include <linux/swap.h>
@@ -44,6 +49,11 @@
 static struct llc_pin_range llc_plan[LLC_PLAN_MAX]; /* under llc_reg_mutex */
 static struct llc_pin_range llc_prev[LLC_PLAN_MAX]; /* the plan the pins follow now */
 static u32 llc_prev_n;
+/* What the plan may still pin under each memory cgroup limit met, while it is cut; under llc_reg_mutex. */
+static struct llc_memcg_room {
+	struct mem_cgroup *memcg;
+	u64 left;
+} llc_memcg_room[LLC_PLAN_MAX];
 static u64 llc_cap = U64_MAX;                        /* blocks; lowered by the shrinker */
 static void llc_pin_worker(struct work_struct *w);
 static DECLARE_WORK(llc_pin_work, llc_pin_worker);
@@ -188,22 +198,77 @@ static u64 llc_pin_allowance(u64 id)
 	return limit ? limit : U64_MAX;
 }
 
-/* Cut each file's ranges, in plan order, to its allowance. Returns the blocks cut. */
+/*
+ * The memory cgroup whose limit binds the pages of f from index on (the lowest limit among the cgroup
+ * of the first resident page found and its ancestors), or NULL when none is resident or none has a
+ * limit; *limit gets that limit in blocks. Caller holds rcu_read_lock(), which keeps the cgroup.
+ */
+static struct mem_cgroup *llc_limiting_memcg(struct llc_file *f, pgoff_t index, u64 *limit)
+{
+	struct mem_cgroup *memcg, *binding = NULL;
+	unsigned long max = PAGE_COUNTER_MAX;
+	struct folio *folio = NULL;
+	void *entry;
+	int tries = 0;
+	XA_STATE(xas, &f->mapping->i_pages, index);
+
+	if (mem_cgroup_disabled())
+		return NULL;
+	xas_for_each(&xas, entry, ULONG_MAX) { /* the first resident page: shadow entries are values */
+		if (xas_retry(&xas, entry) || xa_is_value(entry)) {
+			if (++tries > 64)
+				break;
+			continue;
+		}
+		index = xas.xa_index;
+		break;
+	}
+	if (entry && !xa_is_value(entry) && !xa_is_retry(entry))
+		folio = filemap_get_folio(f->mapping, index); /* a reference, so its cgroup is its own */
+	if (IS_ERR_OR_NULL(folio))
+		return NULL;
+	for (memcg = folio_memcg(folio); memcg; memcg = parent_mem_cgroup(memcg))
+		if (READ_ONCE(memcg->memory.max) < max) {
+			max = READ_ONCE(memcg->memory.max);
+			binding = memcg;
+		}
+	folio_put(folio);
+	*limit = max;
+	return binding;
+}
+
+/*
+ * Cut each file's ranges, in plan order, to its allowance, and the ranges of the files whose pages one
+ * memory cgroup limit binds to half of that limit together. Returns the blocks cut.
+ */
 static u64 llc_plan_clamp(u32 n)
 {
-	u64 cut = 0, left;
-	u32 i, j;
+	struct llc_memcg_room *room = llc_memcg_room;
+	u32 i, j, nr_room = 0;
+	u64 cut = 0, left, limit;
+	struct mem_cgroup *memcg;
 
+	rcu_read_lock();
 	for (i = 0; i < n; i++) {
 		left = llc_pin_allowance(llc_plan[i].file);
 		for (j = 0; j < i && left; j++)
 			if (llc_plan[j].file == llc_plan[i].file)
 				left -= min(left, llc_plan[j].count);
+		memcg = left ? llc_limiting_memcg(llc_file_by_id(llc_plan[i].file), llc_plan[i].first, &limit) : NULL;
+		if (memcg) {
+			for (j = 0; j < nr_room && room[j].memcg != memcg; j++)
+				;
+			if (j == nr_room)
+				room[nr_room++] = (struct llc_memcg_room){ memcg, limit / 2 };
+			left = min(left, room[j].left);
+			room[j].left -= min(room[j].left, min(left, llc_plan[i].count));
+		}
 		if (llc_plan[i].count > left) {
 			cut += llc_plan[i].count - left;
 			llc_plan[i].count = left;
 		}
 	}
+	rcu_read_unlock();
 	return cut;
 }
 

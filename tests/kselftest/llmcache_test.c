@@ -1882,3 +1882,67 @@ TEST_F_TIMEOUT(llmcache, register_race, 120)
 	close(fd);
 	unlink(path);
 }
+
+static int write_text(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), ok;
+
+	if (fd < 0)
+		return -errno;
+	ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+	close(fd);
+	return ok ? 0 : -EIO;
+}
+
+/*
+ * An engine in a memory cgroup (32 MiB) loops over a file larger than its limit (48 MiB), with a
+ * global pin budget far above both: the pins stop at half the cgroup's limit (4096 blocks), the engine
+ * keeps the other half and finishes without an OOM kill. Without the cap the pins, unevictable and
+ * charged to the cgroup, fill it and the cgroup's OOM killer takes the engine.
+ */
+TEST_F_TIMEOUT(llmcache, pins_capped_by_memcg, 300)
+{
+	const char *root = "/run/llmcache-cgroup2", *cg = "/run/llmcache-cgroup2/llmcache-memcg";
+	char path[256], file[256], events[512];
+	int fd, efd, status;
+	ssize_t n;
+	pid_t pid;
+
+	mkdir(root, 0755);
+	if (mount("none", root, "cgroup2", 0, NULL) && errno != EBUSY)
+		SKIP(return, "cannot mount cgroup2 at %s: %s", root, strerror(errno));
+	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", root);
+	if (write_text(path, "+memory"))
+		SKIP(umount(root); return, "the memory controller is not available to cgroup v2 here");
+	ASSERT_EQ(0, mkdir(cg, 0755) && errno != EEXIST ? -errno : 0);
+	snprintf(path, sizeof(path), "%s/memory.max", cg);
+	ASSERT_EQ(0, write_text(path, "33554432"));
+	fd = scratch_file("memcg-loop", 12288, file, sizeof(file));
+	ASSERT_LE(0, fd);
+	drop_caches(); /* the engine's reads charge the pages to its cgroup */
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
+	ASSERT_EQ(0, sysfs_write("pin_budget", "268435456"));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
+		_exit(write_text(path, "0") ? 2 : sweep(fd, 12288 * 4096LL, 4) ? 3 : 0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		TH_LOG("the engine did not finish: status %#x (killed by signal %d)", status,
+		       WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	EXPECT_EQ(4096, wait_pinned(4096)) TH_LOG("pins are not half the cgroup's limit");
+	snprintf(path, sizeof(path), "%s/memory.events", cg);
+	efd = open(path, O_RDONLY | O_CLOEXEC);
+	ASSERT_LE(0, efd);
+	n = read(efd, events, sizeof(events) - 1);
+	events[n > 0 ? n : 0] = 0;
+	close(efd);
+	EXPECT_NE(NULL, strstr(events, "oom_kill 0")) TH_LOG("memory.events: %s", events);
+	ASSERT_EQ(0, sysfs_write("enable", "0"));
+	EXPECT_EQ(0, rmdir(cg));
+	umount(root);
+	close(fd);
+	unlink(file);
+}
