@@ -9,7 +9,8 @@
 #
 # Usage: scripts/vm-bench.sh BUILD_DIR [RESULTS_DIR]
 # Environment: LLMCACHE_VM_KERNELS (default "6.12 6.1"), LLMCACHE_VM_BENCH_MEM (guest memory, 320M),
-# LLMCACHE_VM_BENCH_DISK_BPS, and the LLMCACHE_BENCH_* knobs of tests/vm/bench-guest.sh.
+# LLMCACHE_VM_BENCH_DISK_BPS, and the LLMCACHE_BENCH_* knobs of tests/vm/bench-guest.sh (for instance
+# LLMCACHE_BENCH_PARTS=fit LLMCACHE_BENCH_FIT_PAIRS=8 for the fits-in-memory rounds alone).
 set -euo pipefail
 build=$(realpath "${1:?usage: scripts/vm-bench.sh BUILD_DIR [RESULTS_DIR]}")
 results=${2:-results}
@@ -33,7 +34,17 @@ for k in ${LLMCACHE_VM_KERNELS:-6.12 6.1}; do
 	$1 == "result" {
 		key = $2 " " $3; tps[key] = $4; disk[key] = $5; maj[key] = $6; pinned[key] = $7; budget[key] = $8; n = $9
 	}
-	$1 == "fit" { fit[$2 " " $3] = fit[$2 " " $3] " " $4; sum[$2 " " $3] += $4; cnt[$2 " " $3]++ }
+	$1 == "fit" { fit[$2 " " $3] = fit[$2 " " $3] " " $5; run[$2 " " $3 " " $4] = $5; rounds[$2] = $4 + 1 }
+	function median(v, n,   i, j, t) { # of v[1..n]
+		for (i = 2; i <= n; i++)
+			for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+		return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+	}
+	function round_ratio(a, mode,   r, v) { # the median over rounds of mode against unloaded, same round
+		for (r = 0; r < rounds[a]; r++)
+			v[r + 1] = run[a " " mode " " r] / run[a " unloaded " r]
+		return median(v, rounds[a])
+	}
 	END {
 		printf "%-6s %-9s %10s %16s %12s %10s %16s\n", "access", "module", "tokens/s", "disk MiB/token",
 			"majflt/tok", "pinned", "floor MiB/token"
@@ -52,9 +63,9 @@ for k in ${LLMCACHE_VM_KERNELS:-6.12 6.1}; do
 			if (tps[u] > 0 && (l in tps))
 				printf "%-6s speed-up %.2fx (%.2fx with the loop tails kept), disk reads per token %.2fx the floor\n",
 					a, tps[l] / tps[u], tps[k] / tps[u], disk[l] / ((n - (budget[l] < n ? budget[l] : n)) * 4096)
-			if (cnt[u] && cnt[l] && cnt[h])
-				printf "%-6s fits in memory: tokens/s against unloaded %.3f hooks only, %.3f loaded (unloaded:%s; hooks:%s; loaded:%s)\n",
-					a, (sum[h] / cnt[h]) / (sum[u] / cnt[u]), (sum[l] / cnt[l]) / (sum[u] / cnt[u]), fit[u], fit[h], fit[l]
+			if (rounds[a])
+				printf "%-6s fits in memory: tokens/s against unloaded in the same round, median of %d rounds: %.3f hooks only, %.3f loaded (unloaded:%s; hooks:%s; loaded:%s)\n",
+					a, rounds[a], round_ratio(a, "hooks"), round_ratio(a, "loaded"), fit[u], fit[h], fit[l]
 		}
 	}' "$out"
 done

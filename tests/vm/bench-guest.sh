@@ -13,7 +13,7 @@
 # N: the weights loop) and, for the cost of the module on a workload that fits (weights half of
 # MemAvailable), rounds of unloaded, hooks (loaded with pin_budget 0) and loaded runs, each measured once
 # the warm-up's pins are in place:
-#   fit ACCESS MODE TOKENS_PER_S
+#   fit ACCESS MODE ROUND TOKENS_PER_S
 set -eu
 bin=$LLMCACHE_BIN
 ratio=${LLMCACHE_BENCH_RATIO:-1.5}
@@ -21,6 +21,7 @@ tokens=${LLMCACHE_BENCH_TOKENS:-3}
 warmup=${LLMCACHE_BENCH_WARMUP:-2}
 fit_tokens=${LLMCACHE_BENCH_FIT_TOKENS:-20}
 fit_pairs=${LLMCACHE_BENCH_FIT_PAIRS:-3}
+parts=${LLMCACHE_BENCH_PARTS:-all} # all, loop (the 1.5x runs) or fit (the fits-in-memory rounds)
 sys=/sys/kernel/llmcache
 disk=$(basename "$(df "$LLMCACHE_SCRATCH" | awk 'NR == 2 { print $1 }')")
 mib=1048576
@@ -52,12 +53,12 @@ load() { # dir budget
 
 # Wait until the pin worker is done with what the warm-up asked (stats/pinned still for a second, at
 # most 30 s): the fits-in-memory runs are short, and the steady state is what they measure.
-settle() {
-	i=0 before=-1
-	while [ $i -lt 30 ]; do
-		now=$(cat "$sys/stats/pinned" 2>/dev/null || echo 0)
-		[ "$now" = "$before" ] && return
-		before=$now i=$((i + 1))
+settle() { # sh has no local variables: its own names
+	settle_s=0 settle_before=-1
+	while [ $settle_s -lt 30 ]; do
+		settle_now=$(cat "$sys/stats/pinned" 2>/dev/null || echo 0)
+		[ "$settle_now" = "$settle_before" ] && return
+		settle_before=$settle_now settle_s=$((settle_s + 1))
 		sleep 1
 	done
 }
@@ -80,28 +81,34 @@ run() { # access mode
 	echo "result $1 $2 $tps $(((s1 - s0) * 512 / tokens)) $(((f1 - f0) / tokens)) $pinned $s $((weights / 4096))"
 }
 
-dir=$LLMCACHE_SCRATCH/big
-decoder "$dir" "$weights" pread 0 >/dev/null
-for access in pread mmap; do
-	run "$access" unloaded
-	run "$access" nodrop
-	run "$access" loaded
-done
-rm -rf "$dir"
+if [ "$parts" != fit ]; then
+	dir=$LLMCACHE_SCRATCH/big
+	decoder "$dir" "$weights" pread 0 >/dev/null
+	for access in pread mmap; do
+		run "$access" unloaded
+		run "$access" nodrop
+		run "$access" loaded
+	done
+	rm -rf "$dir"
+fi
+[ "$parts" != loop ] || exit 0
 
-# The module's cost when everything fits: the same decoder at half of MemAvailable, warm cache.
+# The module's cost when everything fits: the same decoder at half of MemAvailable, warm cache. Odd
+# rounds run the modes in the reverse order, so that a drift of the host's speed favours none of them.
 dir=$LLMCACHE_SCRATCH/fit
 small=$((avail / 2 / mib * mib))
 decoder "$dir" "$small" pread 0 >/dev/null
 for access in pread mmap; do
 	i=0
 	while [ $i -lt "$fit_pairs" ]; do
-		for mode in unloaded hooks loaded; do
+		modes="unloaded hooks loaded"
+		[ $((i % 2)) = 1 ] && modes="loaded hooks unloaded"
+		for mode in $modes; do
 			[ $mode = hooks ] && load "$dir" 0
 			[ $mode = loaded ] && load "$dir" "$budget"
 			decoder "$dir" "$small" "$access" 2 >/dev/null
 			settle
-			echo "fit $access $mode $(decoder "$dir" "$small" "$access" "$fit_tokens" | json_field tokens_per_s)"
+			echo "fit $access $mode $i $(decoder "$dir" "$small" "$access" "$fit_tokens" | json_field tokens_per_s)"
 			[ $mode != unloaded ] && rmmod llmcache
 		done
 		i=$((i + 1))
