@@ -80,6 +80,21 @@ __attribute__((target("sse4.2"))) uint64_t crc_chain(uint64_t c, const uint8_t *
 	return c;
 }
 
+// Three crc32 chains, each over len bytes: from p, p + stride and p + 2 stride.
+__attribute__((target("sse4.2"), always_inline)) inline void crc_lanes3(uint64_t &a, uint64_t &b, uint64_t &d,
+									   const uint8_t *p, size_t stride, size_t len)
+{
+	for (size_t i = 0; i < len; i += 8) {
+		uint64_t wa, wb, wd;
+		std::memcpy(&wa, p + i, 8);
+		std::memcpy(&wb, p + stride + i, 8);
+		std::memcpy(&wd, p + 2 * stride + i, 8);
+		a = _mm_crc32_u64(a, wa);
+		b = _mm_crc32_u64(b, wb);
+		d = _mm_crc32_u64(d, wd);
+	}
+}
+
 __attribute__((target("sse4.2,pclmul"))) uint32_t shift(uint32_t c, uint32_t k)
 {
 	const __m128i prod = _mm_clmulepi64_si128(_mm_cvtsi32_si128((int)c), _mm_cvtsi32_si128((int)k), 0);
@@ -124,15 +139,7 @@ __attribute__((target("sse4.2,pclmul"))) uint64_t crc_streams3(uint64_t a, const
 	constexpr uint32_t k1 = xpow_mod(8 * S - 33), k2 = xpow_mod(16 * S - 33);
 	for (; n >= 3 * S; n -= 3 * S, p += 3 * S) {
 		uint64_t b = 0, d = 0;
-		for (size_t i = 0; i < S; i += 8) {
-			uint64_t wa, wb, wd;
-			std::memcpy(&wa, p + i, 8);
-			std::memcpy(&wb, p + S + i, 8);
-			std::memcpy(&wd, p + 2 * S + i, 8);
-			a = _mm_crc32_u64(a, wa);
-			b = _mm_crc32_u64(b, wb);
-			d = _mm_crc32_u64(d, wd);
-		}
+		crc_lanes3(a, b, d, p, S, S);
 		a = shift((uint32_t)a, k2) ^ shift((uint32_t)b, k1) ^ (uint32_t)d;
 	}
 	return a;
@@ -168,15 +175,7 @@ __attribute__((target("sse4.2,pclmul"))) uint64_t crc_hybrid(uint64_t a, const u
 		__m128i x0 = load16(q), x1 = load16(q + 16), x2 = load16(q + 32), x3 = load16(q + 48);
 		uint64_t b = 0, d = 0;
 		for (size_t i = 0, j = 64; i < HS; i += 32, j += 64) {
-			for (size_t k = i; k < i + 32; k += 8) {
-				uint64_t wa, wb, wd;
-				std::memcpy(&wa, p + k, 8);
-				std::memcpy(&wb, p + HS + k, 8);
-				std::memcpy(&wd, p + 2 * HS + k, 8);
-				a = _mm_crc32_u64(a, wa);
-				b = _mm_crc32_u64(b, wb);
-				d = _mm_crc32_u64(d, wd);
-			}
+			crc_lanes3(a, b, d, p + i, HS, 32);
 			if (j < HP) {
 				x0 = fold(x0, F64, load16(q + j));
 				x1 = fold(x1, F64, load16(q + j + 16));
@@ -213,15 +212,7 @@ __attribute__((target("sse4.2"))) void crc_hw_blocks(const uint8_t *p, size_t n,
 	static_assert(CRC32C_BLOCK == STRIDE);
 	for (; n >= 3; n -= 3, p += 3 * STRIDE, out += 3) {
 		uint64_t a = ~0u, b = ~0u, d = ~0u;
-		for (size_t i = 0; i < STRIDE; i += 8) {
-			uint64_t wa, wb, wd;
-			std::memcpy(&wa, p + i, 8);
-			std::memcpy(&wb, p + STRIDE + i, 8);
-			std::memcpy(&wd, p + 2 * STRIDE + i, 8);
-			a = _mm_crc32_u64(a, wa);
-			b = _mm_crc32_u64(b, wb);
-			d = _mm_crc32_u64(d, wd);
-		}
+		crc_lanes3(a, b, d, p, STRIDE, STRIDE);
 		out[0] = ~(uint32_t)a, out[1] = ~(uint32_t)b, out[2] = ~(uint32_t)d;
 	}
 	for (; n; n--, p += STRIDE)
