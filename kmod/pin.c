@@ -198,41 +198,58 @@ static u64 llc_pin_allowance(u64 id)
 	return limit ? limit : U64_MAX;
 }
 
+/* A reference to the first resident folio of f in [index, end), looking at 64 entries at most. */
+static struct folio *llc_resident_from(struct llc_file *f, pgoff_t index, pgoff_t end)
+{
+	XA_STATE(xas, &f->mapping->i_pages, index);
+	struct folio *folio;
+	void *entry;
+	int tries = 0;
+
+	rcu_read_lock();
+	xas_for_each(&xas, entry, end - 1) {
+		if (xas_retry(&xas, entry))
+			continue;
+		if (++tries > 64)
+			break;
+		if (xa_is_value(entry)) /* the shadow of an evicted page */
+			continue;
+		index = xas.xa_index;
+		rcu_read_unlock();
+		folio = filemap_get_folio(f->mapping, index);
+		return IS_ERR(folio) ? NULL : folio;
+	}
+	rcu_read_unlock();
+	return NULL;
+}
+
 /*
- * The memory cgroup whose limit binds the pages of f from index on (the lowest limit among the cgroup
- * of the first resident page found and its ancestors), or NULL when none is resident or none has a
- * limit; *limit gets that limit in blocks. Caller holds rcu_read_lock(), which keeps the cgroup.
+ * The memory cgroup whose limit binds the pages of f's blocks [first, first + count), or NULL when no
+ * limit does: the lowest limit among the cgroups (and their ancestors) of 16 resident pages spread over
+ * the range, since pages read by an engine under a limit sit beside a few read by others (the writer,
+ * a page cache drop's leftovers). *limit gets that limit in blocks. Caller holds rcu_read_lock(), which
+ * keeps the cgroup.
  */
-static struct mem_cgroup *llc_limiting_memcg(struct llc_file *f, pgoff_t index, u64 *limit)
+static struct mem_cgroup *llc_limiting_memcg(struct llc_file *f, pgoff_t first, u64 count, u64 *limit)
 {
 	struct mem_cgroup *memcg, *binding = NULL;
 	unsigned long max = PAGE_COUNTER_MAX;
-	struct folio *folio = NULL;
-	void *entry;
-	int tries = 0;
-	XA_STATE(xas, &f->mapping->i_pages, index);
+	struct folio *folio;
+	int k;
 
 	if (mem_cgroup_disabled())
 		return NULL;
-	xas_for_each(&xas, entry, ULONG_MAX) { /* the first resident page: shadow entries are values */
-		if (xas_retry(&xas, entry) || xa_is_value(entry)) {
-			if (++tries > 64)
-				break;
+	for (k = 0; k < 16; k++) {
+		folio = llc_resident_from(f, first + div_u64(count * k, 16), first + count);
+		if (!folio)
 			continue;
-		}
-		index = xas.xa_index;
-		break;
+		for (memcg = folio_memcg(folio); memcg; memcg = parent_mem_cgroup(memcg))
+			if (READ_ONCE(memcg->memory.max) < max) {
+				max = READ_ONCE(memcg->memory.max);
+				binding = memcg;
+			}
+		folio_put(folio);
 	}
-	if (entry && !xa_is_value(entry) && !xa_is_retry(entry))
-		folio = filemap_get_folio(f->mapping, index); /* a reference, so its cgroup is its own */
-	if (IS_ERR_OR_NULL(folio))
-		return NULL;
-	for (memcg = folio_memcg(folio); memcg; memcg = parent_mem_cgroup(memcg))
-		if (READ_ONCE(memcg->memory.max) < max) {
-			max = READ_ONCE(memcg->memory.max);
-			binding = memcg;
-		}
-	folio_put(folio);
 	*limit = max;
 	return binding;
 }
@@ -254,7 +271,8 @@ static u64 llc_plan_clamp(u32 n)
 		for (j = 0; j < i && left; j++)
 			if (llc_plan[j].file == llc_plan[i].file)
 				left -= min(left, llc_plan[j].count);
-		memcg = left ? llc_limiting_memcg(llc_file_by_id(llc_plan[i].file), llc_plan[i].first, &limit) : NULL;
+		memcg = left ? llc_limiting_memcg(llc_file_by_id(llc_plan[i].file), llc_plan[i].first,
+							  llc_plan[i].count, &limit) : NULL;
 		if (memcg) {
 			for (j = 0; j < nr_room && room[j].memcg != memcg; j++)
 				;
