@@ -18,18 +18,18 @@
 /* mm_filemap_get_pages: once per batch of a buffered read, with what remains of the request. */
 static void llc_tp_read(void *data, struct address_space *mapping, pgoff_t index, pgoff_t last_index)
 {
-	llc_feed_access(mapping, index, last_index, true);
+	llc_feed_access(mapping, index, last_index, LLC_ACCESS_REQUEST);
 }
 
 /* mm_filemap_map_pages: the pages fault-around mapped. */
 static void llc_tp_map(void *data, struct address_space *mapping, pgoff_t index, pgoff_t last_index)
 {
-	llc_feed_access(mapping, index, last_index, false);
+	llc_feed_access(mapping, index, last_index, LLC_ACCESS_MAPPED);
 }
 
 static void llc_tp_fault(void *data, struct address_space *mapping, pgoff_t index)
 {
-	llc_feed_access(mapping, index, index, false);
+	llc_feed_access(mapping, index, index, LLC_ACCESS_MAPPED);
 }
 
 static void llc_tp_add(void *data, struct folio *folio)
@@ -85,7 +85,7 @@ static int llc_kp_read(struct kprobe *p, struct pt_regs *regs)
 	if (!count || pos >= size)
 		return 0;
 	count = min_t(loff_t, count, size - pos);
-	llc_feed_access(mapping, pos >> PAGE_SHIFT, (pos + count - 1) >> PAGE_SHIFT, false);
+	llc_feed_access(mapping, pos >> PAGE_SHIFT, (pos + count - 1) >> PAGE_SHIFT, LLC_ACCESS_READ);
 	return 0;
 }
 
@@ -98,7 +98,7 @@ static int llc_kp_fault(struct kprobe *p, struct pt_regs *regs)
 		return 0;
 	vmf = (struct vm_fault *)regs_get_kernel_argument(regs, 0);
 	if (vmf->vma->vm_file)
-		llc_feed_access(vmf->vma->vm_file->f_mapping, vmf->pgoff, vmf->pgoff, false);
+		llc_feed_access(vmf->vma->vm_file->f_mapping, vmf->pgoff, vmf->pgoff, LLC_ACCESS_MAPPED);
 	return 0;
 }
 
@@ -123,7 +123,7 @@ static int llc_kp_map(struct kprobe *p, struct pt_regs *regs)
 		return 0;
 	last = min_t(pgoff_t, last, (size - 1) >> PAGE_SHIFT);
 	if (first <= last)
-		llc_feed_access(mapping, first, last, false);
+		llc_feed_access(mapping, first, last, LLC_ACCESS_MAPPED);
 	return 0;
 }
 

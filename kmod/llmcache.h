@@ -75,7 +75,12 @@ extern struct list_head llc_files_list;
 DECLARE_STATIC_KEY_FALSE(llc_active);
 
 /* Hooks: feed accesses and page-cache changes of registered files into the core. */
-void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last, bool request);
+enum llc_access_kind {
+	LLC_ACCESS_READ,    /* a read's pages */
+	LLC_ACCESS_REQUEST, /* what remains of a read request (mm_filemap_get_pages), batch by batch */
+	LLC_ACCESS_MAPPED,  /* pages mapped by a fault or fault-around */
+};
+void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last, enum llc_access_kind kind);
 void llc_feed_cache(struct folio *folio, bool added);
 
 /* Registration (callers hold llc_reg_mutex, but for llc_file_new and llc_file_free). */

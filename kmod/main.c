@@ -46,11 +46,15 @@ static struct llc_file *llc_find_rcu(struct address_space *mapping)
 }
 
 /*
- * One access to pages [first, last] of mapping. request: the range is what remains of a read request
- * (mm_filemap_get_pages fires once per batch of a read with [current position, end of request]), so
- * an event that continues the previous request of the file (same end, start inside it) adds nothing.
+ * One access to pages [first, last] of mapping.
+ * - LLC_ACCESS_REQUEST: the range is what remains of a read request (mm_filemap_get_pages fires once per
+ *   batch of a read with [current position, end of request]), so an event that continues the previous
+ *   request of the file (same end, start inside it) adds nothing.
+ * - LLC_ACCESS_MAPPED: a mapping's pages. Their SEQ blocks are not left to seq.c: a page stays mapped
+ *   and is re-read without a fault, so a loop over a mapped file looks like one scan, and dropping it
+ *   once its mappings go would make the engine's next start read its weights from storage again.
  */
-void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last, bool request)
+void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last, enum llc_access_kind kind)
 {
 	const unsigned int shift = PAGE_SHIFT - LLMCACHE_BLOCK_SHIFT;
 	struct llc_file *f;
@@ -68,7 +72,7 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 		now = ktime_get_ns();
 		hot = READ_ONCE(llc.hot_reserve) && !(READ_ONCE(f->flags) & LLMCACHE_FILE_NO_PROTECT);
 		spin_lock_irqsave(&llc.lock, flags);
-		if (request) {
+		if (kind == LLC_ACCESS_REQUEST) {
 			if (last == f->req_last && first > f->req_first && first <= f->req_last)
 				n = 0; /* counted with the request's first event */
 			f->req_first = first;
@@ -93,7 +97,7 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 			n -= k;
 			b += k;
 		}
-		if (seq && !(READ_ONCE(f->flags) & LLMCACHE_FILE_NO_DROP)) {
+		if (seq && kind != LLC_ACCESS_MAPPED && !(READ_ONCE(f->flags) & LLMCACHE_FILE_NO_DROP)) {
 			f->seq_undropped += seq; /* resident SEQ blocks at most, for seq.c and the shrinker */
 			llc.seq_undropped += seq;
 			f->seq_last_ns = now;

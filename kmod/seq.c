@@ -9,7 +9,9 @@
  *   inside a scanned range (tokenizer lookups after the tokenizer was loaded) stay: every resident
  *   block's class is checked in the core's block index before it goes.
  * - Pages that are mapped, dirty, locked or held by the module (pins, HOT protection) are never
- *   invalidated: the kernel's invalidation skips them.
+ *   invalidated: the kernel's invalidation skips them. SEQ blocks seen through mappings (faults and
+ *   fault-around) are not counted at all: a mapped page is re-read without a fault, so an mmap engine's
+ *   loop looks like one scan, which must not be dropped when the engine's mappings go.
  * - Per file rather than per sequence: the core keeps no wall time of a sequence's last access, and
  *   in practice a scan finishes with its file (configuration, setup, a model's first load).
  * Under memory pressure the shrinker drops SEQ blocks first, before anything the module holds,
