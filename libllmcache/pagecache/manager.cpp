@@ -230,19 +230,19 @@ void Manager::tick(uint64_t now_ns)
 	drop_loop_tails(want);
 }
 
-void Manager::drop_range(File &f, uint64_t first, uint64_t count, uint64_t &counter, bool pageout)
+void Manager::drop_range(File &f, uint64_t first, uint64_t count, uint64_t &counter)
 {
 	if (!drop_blocks(f.pf->fd(), first, count))
 		counter += count;
 	for (uint32_t pid : f.mappers) {
-		const long r = cold_blocks(pid_t(pid), f.pf->dev(), f.pf->inode(), first, count, pageout);
+		const long r = cold_blocks(pid_t(pid), f.pf->dev(), f.pf->inode(), first, count);
 		if (r > 0)
 			f.cold += uint64_t(r) / BS;
 		else if (r < 0 && r != -ESRCH) {
 			cold_denied_ += count;
 			if (!warned_cold_) {
 				warned_cold_ = true;
-				log("process_madvise(" + std::string(pageout ? "MADV_PAGEOUT" : "MADV_COLD") + ") on pid " +
+				log("process_madvise(MADV_PAGEOUT) on pid " +
 				    std::to_string(pid) + " refused: " +
 				    std::strerror(int(-r)) +
 				    " (needs CAP_SYS_NICE and ptrace access to the engine, Linux 5.10+); its mapped pages "
@@ -264,13 +264,17 @@ void Manager::drop_scans(uint64_t now_ns)
 		if (now_ns < s.last_ns + o_.scan_idle_ns || to <= from)
 			continue;
 		File &f = files_[q->file - 1];
+		// A mapped page is re-read without a fault, so an mmap engine's loop looks like one scan: the
+		// scans of mapped files are left alone (as in the module), or its next start would read them again.
+		if (f.mapped)
+			continue;
 		// Only the blocks still in this sequence: re-read blocks moved to HOT or LOOP sequences stay.
 		for (uint64_t b = from; b < to;) {
 			uint64_t e = b;
 			while (e < to && llc_lookup(core_, q->file, e) == id)
 				e++;
 			if (e > b)
-				drop_range(f, b, e - b, f.dropped, false);
+				drop_range(f, b, e - b, f.dropped);
 			b = e + 1;
 		}
 		s.dropped_to = to;
@@ -310,7 +314,7 @@ void Manager::drop_loop_tails(const std::vector<std::vector<Range>> &planned)
 			while (e < to && !keep(e))
 				e++;
 			if (e > b)
-				drop_range(f, b, e - b, f.tail, true);
+				drop_range(f, b, e - b, f.tail);
 			b = e + 1;
 		}
 		s.dropped_to = std::max(s.dropped_to, to);

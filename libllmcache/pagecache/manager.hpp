@@ -6,7 +6,7 @@
  * - loops are pinned by mlock() of the daemon's own mapping of each managed file (pinned_file.hpp),
  *   following llc_pin_plan() within the budget: loops by increasing period, each from its lowest block;
  * - finished scans (SEQ sequences not touched for scan_idle) are dropped (scan_drop.hpp):
- *   posix_fadvise(DONTNEED) for everyone, process_madvise(MADV_COLD) for processes that map the file;
+ *   posix_fadvise(DONTNEED), but not for mapped files, whose loops look like one scan;
  * - so are the unpinned blocks a loop's cursor has passed, when the engine's memory cgroup cannot hold
  *   the loop (they would be evicted before their next use anyway), with MADV_PAGEOUT for mappers;
  * - the budget is capped below the memory limit of the engines' cgroup (memcg.hpp), since nothing gives
@@ -84,7 +84,7 @@ private:
 	int add_file(const std::string &path, std::string &err, uint64_t expect_id = 0);
 	void note_pid(uint32_t pid);
 	uint64_t headroom() const;
-	void drop_range(File &f, uint64_t first, uint64_t count, uint64_t &counter, bool pageout);
+	void drop_range(File &f, uint64_t first, uint64_t count, uint64_t &counter);
 	void drop_scans(uint64_t now_ns);
 	void drop_loop_tails(const std::vector<std::vector<Range>> &planned);
 

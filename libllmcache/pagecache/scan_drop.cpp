@@ -17,9 +17,6 @@
 #include <fstream>
 #include <sstream>
 
-#ifndef MADV_COLD
-#define MADV_COLD 20
-#endif
 #ifndef MADV_PAGEOUT
 #define MADV_PAGEOUT 21
 #endif
@@ -50,7 +47,7 @@ int drop_blocks(int fd, uint64_t first, uint64_t count)
 	return -e;
 }
 
-long cold_blocks(pid_t pid, dev_t dev, uint64_t inode, uint64_t first, uint64_t count, bool pageout)
+long cold_blocks(pid_t pid, dev_t dev, uint64_t inode, uint64_t first, uint64_t count)
 {
 	std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
 	if (!in)
@@ -72,7 +69,7 @@ long cold_blocks(pid_t pid, dev_t dev, uint64_t inode, uint64_t first, uint64_t 
 	long done = 0;
 	for (size_t i = 0; i < iov.size(); i += IOV_MAX) {
 		const long n = syscall(SYS_process_madvise, pidfd, &iov[i], std::min<size_t>(IOV_MAX, iov.size() - i),
-				       pageout ? MADV_PAGEOUT : MADV_COLD, 0u);
+				       MADV_PAGEOUT, 0u);
 		if (n < 0) {
 			done = -errno;
 			break;

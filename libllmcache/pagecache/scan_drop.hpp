@@ -3,13 +3,13 @@
  * Throwing finished scans away from userspace. A read()-based engine's pages of a scan that is over are
  * dropped with posix_fadvise(POSIX_FADV_DONTNEED) on the daemon's own descriptor: the kernel invalidates
  * the clean, unmapped, unlocked pages of the range (mapped pages are skipped). An mmap-based engine
- * keeps its pages mapped, so for each process that faulted the file the daemon finds where it is mapped
- * (/proc/PID/maps) and asks process_madvise(MADV_COLD) through a pidfd: the pages move to the inactive
- * list, so reclaim takes them before anything else. Passed blocks of a loop that cannot fit are paged
- * out instead (MADV_PAGEOUT: unmapped and reclaimed at once), since they would only be read again after
- * the rest of the loop has gone through the cache. That needs PTRACE_MODE_READ on the target and
- * CAP_SYS_NICE (Linux 5.10+; both advices in process_madvise since 5.10); when it is refused, the
- * range is counted as denied and the pages age normally.
+ * keeps its pages mapped: the scans of a mapped file are not dropped at all (its loop looks like one
+ * scan), but the passed blocks of a loop that cannot fit are, so for each process that faulted the file
+ * the daemon finds where it is mapped (/proc/PID/maps) and asks process_madvise(MADV_PAGEOUT) through a
+ * pidfd: the pages are unmapped and reclaimed at once, since they would only be read again after the
+ * rest of the loop has gone through the cache. That needs PTRACE_MODE_READ on the target and
+ * CAP_SYS_NICE (Linux 5.10+); when it is refused, the range is counted as denied and the pages age
+ * normally.
  */
 #pragma once
 #include <sys/types.h>
@@ -32,10 +32,9 @@ std::vector<Mapping> find_mappings(std::string_view maps, unsigned major, unsign
 // posix_fadvise(DONTNEED) of blocks [first, first + count) of fd. Returns 0 or -errno.
 int drop_blocks(int fd, uint64_t first, uint64_t count);
 
-// process_madvise(MADV_COLD, or MADV_PAGEOUT with pageout) of blocks [first, first + count) of the file
-// wherever pid maps it.
+// process_madvise(MADV_PAGEOUT) of blocks [first, first + count) of the file wherever pid maps it.
 // Returns the bytes advised (0 when pid does not map that part), or -errno: -EPERM when refused,
 // -ENOSYS when the kernel has no process_madvise, -ESRCH when pid is gone.
-long cold_blocks(pid_t pid, dev_t dev, uint64_t inode, uint64_t first, uint64_t count, bool pageout);
+long cold_blocks(pid_t pid, dev_t dev, uint64_t inode, uint64_t first, uint64_t count);
 
 } // namespace llmcache::pagecache
