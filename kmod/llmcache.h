@@ -12,6 +12,7 @@
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/rcupdate.h>
+#include <linux/sched/clock.h>
 #include <linux/spinlock.h>
 #include <linux/xarray.h>
 #include "libllmcache/core/core.h"
@@ -35,7 +36,7 @@ struct llc_file {
 	u64 accesses;
 	u64 class_blocks[LLMCACHE_NR_CLASSES];
 	u64 added, removed;
-	pgoff_t req_first, req_last;    /* the last read request seen by mm_filemap_get_pages */
+	pgoff_t req_first, req_last;    /* last read request of mm_filemap_get_pages; a hint, no lock */
 	u64 pinned;                     /* pins held, under llc.lock */
 	struct xarray pins;             /* page index -> the folio whose reference the module holds */
 	bool planned;                   /* the pin plan covers this file: new pages kick the worker */
@@ -121,6 +122,18 @@ u64 llc_cache_room(void);
 bool llc_tail_note(struct llc_file *f, pgoff_t first, pgoff_t last);
 void llc_tail_kick(void);
 void llc_tail_exit(void);
+
+/*
+ * The clock of the hooks and of what compares with their times (loop periods, the miss rate, the SEQ
+ * drop delay): local_clock(), the scheduler's and the tracers' clock, which reads the TSC. ktime_get_ns()
+ * reads the clocksource, which can be an emulated HPET (Debian's 6.1 under qemu, where that read was
+ * 60% of the read hook's time) or the ACPI PM timer. Two CPUs may disagree by up to a tick, so every
+ * interval taken from it is clamped at 0.
+ */
+static inline u64 llc_clock_ns(void)
+{
+	return local_clock();
+}
 
 /* Per-loop sizing (loops.c) and automatic registration (auto.c). */
 void llc_bw_sample(u64 blocks, u64 now_ns);

@@ -13,7 +13,6 @@
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/slab.h>
-#include <linux/timekeeping.h>
 #include "llmcache.h"
 #include "kv.h"
 
@@ -46,10 +45,25 @@ static struct llc_file *llc_find_rcu(struct address_space *mapping)
 }
 
 /*
+ * mm_filemap_get_pages fires once per batch of a read with [current position, end of request]: an event
+ * with the end of the file's previous request and a start inside it continues that request and adds
+ * nothing. Checked before the clock read and the lock, so that a request pays them once and not at every
+ * batch (a 128 KiB read of 4 KiB folios is two batches). The two words are a hint shared by the file's
+ * readers, read and written without llc.lock: two threads reading one file at once can at worst make
+ * a batch count once more or once less, as their interleaved requests could with the lock.
+ */
+static bool llc_request_continues(struct llc_file *f, pgoff_t first, pgoff_t last)
+{
+	pgoff_t req_first = READ_ONCE(f->req_first), req_last = READ_ONCE(f->req_last);
+
+	WRITE_ONCE(f->req_first, first);
+	WRITE_ONCE(f->req_last, last);
+	return last == req_last && first > req_first && first <= req_last;
+}
+
+/*
  * One access to pages [first, last] of mapping.
- * - LLC_ACCESS_REQUEST: the range is what remains of a read request (mm_filemap_get_pages fires once per
- *   batch of a read with [current position, end of request]), so an event that continues the previous
- *   request of the file (same end, start inside it) adds nothing.
+ * - LLC_ACCESS_REQUEST: the range is what remains of a read request; see llc_request_continues.
  * - LLC_ACCESS_MAPPED: a mapping's pages. Their SEQ blocks are not left to seq.c: a page stays mapped
  *   and is re-read without a fault, so a loop over a mapped file looks like one scan, and dropping it
  *   once its mappings go would make the engine's next start read its weights from storage again.
@@ -66,18 +80,12 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 		return;
 	rcu_read_lock();
 	f = llc_find_rcu(mapping);
-	if (f) {
+	if (f && !(kind == LLC_ACCESS_REQUEST && llc_request_continues(f, first, last))) {
 		b = (u64)first << shift;
 		n = (u64)(last - first + 1) << shift;
-		now = ktime_get_ns();
+		now = llc_clock_ns();
 		hot = READ_ONCE(llc.hot_reserve) && !(READ_ONCE(f->flags) & LLMCACHE_FILE_NO_PROTECT);
 		spin_lock_irqsave(&llc.lock, flags);
-		if (kind == LLC_ACCESS_REQUEST) {
-			if (last == f->req_last && first > f->req_first && first <= f->req_last)
-				n = 0; /* counted with the request's first event */
-			f->req_first = first;
-			f->req_last = last;
-		}
 		if (n > LLC_MAX_EVENT_BLOCKS) {
 			llc.stats[LLMCACHE_STAT_EVENTS_DROPPED] += n - LLC_MAX_EVENT_BLOCKS;
 			n = LLC_MAX_EVENT_BLOCKS;
@@ -135,7 +143,7 @@ void llc_feed_cache(struct folio *folio, bool added)
 		if (added) {
 			f->added += blocks;
 			llc.stats[LLMCACHE_STAT_MISSES] += blocks;
-			llc_bw_sample(blocks, ktime_get_ns());
+			llc_bw_sample(blocks, llc_clock_ns());
 			kick = READ_ONCE(f->planned);
 			if (kick) { /* the pin worker looks at these pages next */
 				f->todo_first = min(f->todo_first, folio->index);

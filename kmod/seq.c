@@ -132,7 +132,7 @@ static unsigned long llc_seq_drop_file(struct llc_file *f, bool reclaim)
 
 static void llc_seq_worker(struct work_struct *w)
 {
-	u64 grace = READ_ONCE(llc.seq_drop_ns), now = ktime_get_ns(), next = U64_MAX, pending, last;
+	u64 grace = READ_ONCE(llc.seq_drop_ns), now = llc_clock_ns(), next = U64_MAX, pending, last;
 	unsigned long flags;
 	struct llc_file *f;
 

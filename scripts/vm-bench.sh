@@ -34,6 +34,7 @@ for k in ${LLMCACHE_VM_KERNELS:-6.12 6.1}; do
 	$1 == "result" {
 		key = $2 " " $3; tps[key] = $4; disk[key] = $5; maj[key] = $6; pinned[key] = $7; budget[key] = $8; n = $9
 	}
+	$1 == "profile" { prof[$2 " " $3] = prof[$2 " " $3] " " $4 "%" }
 	$1 == "fit" { fit[$2 " " $3] = fit[$2 " " $3] " " $5; run[$2 " " $3 " " $4] = $5; rounds[$2] = $4 + 1 }
 	function median(v, n,   i, j, t) { # of v[1..n]
 		for (i = 2; i <= n; i++)
@@ -66,6 +67,9 @@ for k in ${LLMCACHE_VM_KERNELS:-6.12 6.1}; do
 			if (rounds[a])
 				printf "%-6s fits in memory: tokens/s against unloaded in the same round, median of %d rounds: %.3f hooks only, %.3f loaded (unloaded:%s; hooks:%s; loaded:%s)\n",
 					a, rounds[a], round_ratio(a, "hooks"), round_ratio(a, "loaded"), fit[u], fit[h], fit[l]
+			if (h in prof)
+				printf "%-6s fits in memory: share of the decoder'"'"'s CPU under the module'"'"'s hooks (perf): hooks only%s; loaded%s\n",
+					a, prof[h], prof[l]
 		}
 	}' "$out"
 done

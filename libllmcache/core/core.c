@@ -449,7 +449,7 @@ static void new_iteration(struct llc_core *c, struct llc_seq *s, uint16_t id, ui
 	uint64_t old_vt = s->period_vt;
 
 	s->period_vt = vt - s->iter_start_vt;
-	s->period_ns = ns - s->iter_start_ns;
+	s->period_ns = ns > s->iter_start_ns ? ns - s->iter_start_ns : 0; /* a kernel's per-CPU clocks may differ */
 	s->iter_start_vt = vt;
 	s->iter_start_ns = ns;
 	s->iterations++;
@@ -616,21 +616,21 @@ uint64_t llc_access_extend(struct llc_core *c, uint64_t file, uint64_t block, ui
 {
 	struct llc_seq *s = &c->seqs[seq];
 	struct llc_chunk *ch = &c->chunks[c->last_chunk];
-	uint64_t k = 0;
-	uint16_t *entry;
+	uint64_t k, room = LLC_CHUNK_BLOCKS - block % LLC_CHUNK_BLOCKS;
+	uint16_t *entry = &ch->seq[block % LLC_CHUNK_BLOCKS];
 
 	if (seq == LLC_NONE || seq > c->cfg.max_seqs || !s->live || s->file != file ||
 	    s->cls == LLMCACHE_CLASS_HOT || c->seq_lru.tail != seq || c->last_chunk == LLC_NONE ||
-	    ch->file != file)
+	    ch->file != file || !block || block / LLC_CHUNK_BLOCKS != ch->base || s->cursor != block - 1)
 		return 0;
-	for (; k < max && block && block / LLC_CHUNK_BLOCKS == ch->base && s->cursor == block - 1; k++, block++) {
-		entry = &ch->seq[block % LLC_CHUNK_BLOCKS];
-		if (*entry != seq && *entry != LLC_NONE)
-			break;
-		*entry = seq;
-		if (block > s->end)
-			s->end = block;
-		s->cursor = block;
+	if (max > room)
+		max = room;
+	for (k = 0; k < max && (entry[k] == seq || entry[k] == LLC_NONE); k++)
+		entry[k] = seq;
+	if (k) {
+		s->cursor = block + k - 1;
+		if (s->cursor > s->end)
+			s->end = s->cursor;
 	}
 	c->vtime += k;
 	s->last_vt = c->vtime;

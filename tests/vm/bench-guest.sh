@@ -14,6 +14,8 @@
 # MemAvailable), rounds of unloaded, hooks (loaded with pin_budget 0) and loaded runs, each measured once
 # the warm-up's pins are in place:
 #   fit ACCESS MODE ROUND TOKENS_PER_S
+# and, when perf is installed, LLMCACHE_BENCH_PROFILE_RUNS profiled runs per mode (see profile below):
+#   profile ACCESS MODE PERCENT_OF_THE_DECODERS_CPU_UNDER_THE_HOOKS
 set -eu
 bin=$LLMCACHE_BIN
 ratio=${LLMCACHE_BENCH_RATIO:-1.5}
@@ -22,6 +24,7 @@ warmup=${LLMCACHE_BENCH_WARMUP:-2}
 fit_tokens=${LLMCACHE_BENCH_FIT_TOKENS:-40} # per pread run; an mmap token copies nothing and costs 1/8 of it
 fit_pairs=${LLMCACHE_BENCH_FIT_PAIRS:-3}
 parts=${LLMCACHE_BENCH_PARTS:-all} # all, loop (the 1.5x runs) or fit (the fits-in-memory rounds)
+profile_runs=${LLMCACHE_BENCH_PROFILE_RUNS:-2}
 sys=/sys/kernel/llmcache
 disk=$(basename "$(df "$LLMCACHE_SCRATCH" | awk 'NR == 2 { print $1 }')")
 mib=1048576
@@ -93,6 +96,23 @@ if [ "$parts" != fit ]; then
 fi
 [ "$parts" != loop ] || exit 0
 
+# The module's cost measured inside one run, which the host's speed cannot move: perf samples the
+# decoder's thread (its system calls included) by CPU clock, and the share of samples under the hooks
+# is what they cost it. Under the hooks means below the kprobe trampolines where kprobes feed the core
+# (6.1: the trap's own cost included), else below llc_feed_access, plus llc_feed_cache (page cache
+# insertions and deletions). Samples that fall while llc.lock is held with interrupts off are counted
+# where interrupts come back on, in _raw_spin_unlock_irqrestore under the feed, so they count too.
+profile() { # dir weights-bytes access tokens mode
+	perf record -q -g -e cpu-clock -F 2000 -o "$LLMCACHE_SCRATCH/perf.data" -- "$bin/llmworkload" decoder \
+		--dir "$1" --weights-size "$2" --tokenizer-size 1MiB --config-size 4MiB --access "$3" --tokens "$4" \
+		>/dev/null 2>&1
+	perf report -i "$LLMCACHE_SCRATCH/perf.data" --stdio --children --sort sym -g none 2>/dev/null |
+		awk -v a="$3" -v m="$5" '
+		$3 == "[k]" { share[$4] = $1 + 0 }
+		END { printf "profile %s %s %.2f\n", a, m,
+			("ftrace_trampoline" in share ? share["ftrace_trampoline"] : share["llc_feed_access"]) + share["llc_feed_cache"] }'
+}
+
 # The module's cost when everything fits: the same decoder at half of MemAvailable, warm cache. Odd
 # rounds run the modes in the reverse order, so that a drift of the host's speed favours none of them.
 dir=$LLMCACHE_SCRATCH/fit
@@ -114,5 +134,18 @@ for access in pread mmap; do
 			[ $mode != unloaded ] && rmmod llmcache
 		done
 		i=$((i + 1))
+	done
+	command -v perf >/dev/null || continue
+	for mode in hooks loaded; do
+		[ $mode = hooks ] && load "$dir" 0
+		[ $mode = loaded ] && load "$dir" "$budget"
+		decoder "$dir" "$small" "$access" 2 >/dev/null
+		settle
+		i=0
+		while [ $i -lt "$profile_runs" ]; do
+			profile "$dir" "$small" "$access" "$tokens_per_run" "$mode"
+			i=$((i + 1))
+		done
+		rmmod llmcache
 	done
 done
