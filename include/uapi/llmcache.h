@@ -65,6 +65,7 @@ struct llmcache_trace_header {
 };
 
 #define LLMCACHE_TRACE_F_MMAP_UNSEEN (1U << 0) /* regular files were mmapped but faults were not recorded */
+#define LLMCACHE_TRACE_F_WRITES_UNSEEN (1U << 1) /* writes were not recorded (llmtrace's filemap hooks without --writes) */
 
 /* Statistics, one counter each, in the order sysfs and llmcachectl list them. */
 enum llmcache_stat {

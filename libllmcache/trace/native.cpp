@@ -49,11 +49,16 @@ public:
 
 	std::vector<std::string> notes() const override
 	{
-		if (!(flags_ & LLMCACHE_TRACE_F_MMAP_UNSEEN))
-			return {};
-		return {"regular files were mmapped while this trace was recorded but their page faults were not "
-			"recorded (flag MMAP_UNSEEN): the trace misses those accesses; record with llmtrace to capture "
-			"them"};
+		std::vector<std::string> out;
+		if (flags_ & LLMCACHE_TRACE_F_MMAP_UNSEEN)
+			out.push_back("regular files were mmapped while this trace was recorded but their page faults were "
+				      "not recorded (flag MMAP_UNSEEN): the trace misses those accesses; record with llmtrace "
+				      "to capture them");
+		if (flags_ & LLMCACHE_TRACE_F_WRITES_UNSEEN)
+			out.push_back("writes were not recorded (flag WRITES_UNSEEN): a replay does not see the pages "
+				      "that writes bring into the page cache; record with llmtrace record --writes to "
+				      "capture them");
+		return out;
 	}
 
 private:

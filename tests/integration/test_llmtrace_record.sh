@@ -120,6 +120,10 @@ files_of "$tmp/w.csv" >"$tmp/keys"
 if has "$(cat "$tmp/rec.err")" "filemap hooks"; then
 	check "writes: none without --writes ($(head -n 1 "$tmp/rec.err"))" test -z "$(ops_of "$tmp/r.csv" write "$tmp/keys")"
 	check "writes: the start line says how to get them" has "$(cat "$tmp/rec.err")" "writes not recorded \(--writes\)"
+	"$T" record -q -o "$tmp/r.trace" -- "$W" decoder --dir "$tmp/wl2" --weights-size 1MiB --tokenizer-size 64KiB \
+		--config-size 64KiB --tokens 1 >/dev/null 2>&1
+	check "writes: the native trace says they were not recorded" has "$("$T" stat "$tmp/r.trace")" \
+		"writes were not recorded \(flag WRITES_UNSEEN\)"
 fi
 check "writes: the reads of that run seen" test "$(ops_of "$tmp/r.csv" read "$tmp/keys")" = "$(ops_of "$tmp/w.csv" read "$tmp/keys")"
 rm -rf "$tmp/wl2"

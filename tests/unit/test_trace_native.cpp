@@ -79,6 +79,22 @@ static void native_writer__set_flags_after_records__header_patched(void **)
 	assert_non_null(strstr(r->notes()[0].c_str(), "mmapped"));
 }
 
+static void native_reader__writes_unseen_flag__noted_with_the_option_to_record_them(void **)
+{
+	std::string path = scratch("writes-unseen.trace");
+	{
+		auto w = open_writer(path, Format::native, "x");
+		w->write(sample[0]);
+		w->set_flags(LLMCACHE_TRACE_F_MMAP_UNSEEN | LLMCACHE_TRACE_F_WRITES_UNSEEN);
+	}
+	auto r = open_reader(path);
+	read_all(*r);
+	assert_int_equal(LLMCACHE_TRACE_F_MMAP_UNSEEN | LLMCACHE_TRACE_F_WRITES_UNSEEN, r->flags());
+	assert_int_equal(2, r->notes().size());
+	assert_non_null(strstr(r->notes()[0].c_str(), "mmapped"));
+	assert_non_null(strstr(r->notes()[1].c_str(), "--writes"));
+}
+
 static void native_writer__path_op_record__rejected(void **)
 {
 	auto w = open_writer(scratch("bad.trace"), Format::native, "x");
@@ -182,6 +198,7 @@ int main(void)
 		cmocka_unit_test(native_round_trip__paths_and_multi_block__same_records),
 		cmocka_unit_test(native_writer__name_twice__one_path_record_padded_to_8),
 		cmocka_unit_test(native_writer__set_flags_after_records__header_patched),
+		cmocka_unit_test(native_reader__writes_unseen_flag__noted_with_the_option_to_record_them),
 		cmocka_unit_test(native_writer__path_op_record__rejected),
 		cmocka_unit_test(native_reader__bad_magic__error_at_byte_0),
 		cmocka_unit_test(native_reader__wrong_version__error_at_version_field),

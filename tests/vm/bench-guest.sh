@@ -103,7 +103,7 @@ fi
 # insertions and deletions). Samples that fall while llc.lock is held with interrupts off are counted
 # where interrupts come back on, in _raw_spin_unlock_irqrestore under the feed, so they count too.
 profile() { # dir weights-bytes access tokens mode
-	perf record -q -g -e cpu-clock -F 2000 -o "$LLMCACHE_SCRATCH/perf.data" -- "$bin/llmworkload" decoder \
+	perf record -q -N -g -e cpu-clock -F 2000 -o "$LLMCACHE_SCRATCH/perf.data" -- "$bin/llmworkload" decoder \
 		--dir "$1" --weights-size "$2" --tokenizer-size 1MiB --config-size 4MiB --access "$3" --tokens "$4" \
 		>/dev/null 2>&1
 	perf report -i "$LLMCACHE_SCRATCH/perf.data" --stdio --children --sort sym -g none 2>/dev/null |

@@ -172,8 +172,8 @@ int cmd_record(int argc, char **argv)
 	try {
 		llmtrace::Feed feed(fo);
 		auto w = llmtrace::open_writer(out, fmt, "llmtrace 0.1 record");
-		if (!feed.faults())
-			w->set_flags(LLMCACHE_TRACE_F_MMAP_UNSEEN);
+		w->set_flags((feed.faults() ? 0 : LLMCACHE_TRACE_F_MMAP_UNSEEN) |
+			     (feed.writes() ? 0 : LLMCACHE_TRACE_F_WRITES_UNSEEN));
 		uint64_t events = 0, files = 0;
 		feed.on_name = [&](uint32_t dev, uint64_t inode, const std::string &path) {
 			w->name(dev, inode, path);
