@@ -91,8 +91,9 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 			n = LLC_MAX_EVENT_BLOCKS;
 		}
 		while (n) {
-			u64 k;
-			struct llc_verdict v = llc_access_run(llc.core, f->id, b, n, now, &k);
+			struct llc_verdict v = llc_access(llc.core, f->id, b, now);
+			/* The request's next blocks that only extend v's sequence go at once. */
+			u64 k = 1 + llc_access_extend(llc.core, f->id, b + 1, n - 1, v.seq);
 
 			f->accesses += k;
 			f->class_blocks[v.cls] += k;

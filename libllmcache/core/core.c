@@ -607,11 +607,10 @@ struct llc_verdict llc_access(struct llc_core *c, uint64_t file, uint64_t block,
 }
 
 /*
- * The fast path of llc_access() for a run continuing seq: what extend() and touch() do when seq is the
- * most recently used sequence, its cursor is block - 1, block - 1 and block lie in the chunk of the last
- * llc_access(), block - 1's index entry is seq and block's is seq or empty. Then llc_access(block) finds
- * seq as block - 1's sequence, which block joins, and nothing else can claim block. HOT sequences are
- * left to llc_access(): growing one may promote it.
+ * The fast path of llc_access() for a run continuing seq: what extend() and touch() do when block - 1
+ * was the last access (seq is the most recently used sequence, its chunk the last one looked up), the
+ * block lies in that chunk, and its index entry is seq or empty, so that nothing else can claim it.
+ * HOT sequences are left to llc_access(): growing one may promote it.
  */
 uint64_t llc_access_extend(struct llc_core *c, uint64_t file, uint64_t block, uint64_t max, uint16_t seq)
 {
@@ -622,8 +621,7 @@ uint64_t llc_access_extend(struct llc_core *c, uint64_t file, uint64_t block, ui
 
 	if (seq == LLC_NONE || seq > c->cfg.max_seqs || !s->live || s->file != file ||
 	    s->cls == LLMCACHE_CLASS_HOT || c->seq_lru.tail != seq || c->last_chunk == LLC_NONE ||
-	    ch->file != file || block % LLC_CHUNK_BLOCKS == 0 || block / LLC_CHUNK_BLOCKS != ch->base ||
-	    s->cursor != block - 1 || entry[-1] != seq)
+	    ch->file != file || !block || block / LLC_CHUNK_BLOCKS != ch->base || s->cursor != block - 1)
 		return 0;
 	if (max > room)
 		max = room;
@@ -639,23 +637,6 @@ uint64_t llc_access_extend(struct llc_core *c, uint64_t file, uint64_t block, ui
 	c->stats[LLMCACHE_STAT_ACCESSES] += k;
 	c->stats[LLMCACHE_STAT_SEQ_BLOCKS + s->cls] += k;
 	return k;
-}
-
-struct llc_verdict llc_access_run(struct llc_core *c, uint64_t file, uint64_t block, uint64_t max, uint64_t now_ns,
-				  uint64_t *count)
-{
-	uint16_t recent = c->seq_lru.tail;
-	uint64_t k = max ? llc_access_extend(c, file, block, max, recent) : 0;
-	struct llc_verdict v = { recent, 0, LLC_EV_EXTEND };
-
-	if (k) {
-		v.cls = c->seqs[recent].cls;
-	} else if (max) {
-		v = llc_access(c, file, block, now_ns);
-		k = 1 + llc_access_extend(c, file, block + 1, max - 1, v.seq);
-	}
-	*count = k;
-	return v;
 }
 
 /* ---- queries -------------------------------------------------------------------------------------- */

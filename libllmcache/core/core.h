@@ -84,18 +84,8 @@ struct llc_verdict llc_access(struct llc_core *c, uint64_t file, uint64_t block,
  * block, block + 1, ... (at most max) that only extend seq, a SEQ or LOOP sequence, by one block each,
  * inside block - 1's index chunk, are done as llc_access() would do them, each with the verdict
  * { seq, its class, LLC_EV_EXTEND }. Returns how many; the caller goes on with llc_access() from there.
- * It checks its own conditions, so seq may also be a guess (0 when it does not hold).
  */
 uint64_t llc_access_extend(struct llc_core *c, uint64_t file, uint64_t block, uint64_t max, uint16_t seq);
-
-/*
- * A request of max blocks from block, read in order: classifies its first *count blocks (at least one
- * when max > 0), those that share the returned verdict, as llc_access() one by one would. A request
- * that carries on the most recent access's run goes through llc_access_extend() whole, without
- * llc_access(); any other pays llc_access() for its first block. Call again for the rest.
- */
-struct llc_verdict llc_access_run(struct llc_core *c, uint64_t file, uint64_t block, uint64_t max, uint64_t now_ns,
-				  uint64_t *count);
 
 /* The sequence a block belongs to, or LLC_SEQ_NONE. */
 uint16_t llc_lookup(const struct llc_core *c, uint64_t file, uint64_t block);

@@ -137,8 +137,7 @@ int main(int argc, char **argv)
 
 	// The same stream as the kernel module feeds it: runs of up to 32 consecutive blocks of a file (a
 	// 128 KiB read, a fault-around) as one request, llc_access() for the first block and
-	// llc_access_extend() for the blocks that only extend its sequence; then through llc_access_run(),
-	// as the module does, which spares llc_access() to requests that carry on the previous run.
+	// llc_access_extend() for the blocks that only extend its sequence.
 	struct Run {
 		uint64_t file, first, count, time_ns;
 	};
@@ -161,14 +160,6 @@ int main(int argc, char **argv)
 	std::printf("core: requests of up to 32 blocks (%.1f blocks on average) through llc_access_extend: "
 		    "%.1f ns per block (%.2fx the per-block path)\n",
 		    double(reqs.size()) / double(runs.size()), run_ns, core_ns / run_ns);
-	core = llc_core_init(mem, size, &cfg);
-	start = Clock::now();
-	for (const Run &r : runs)
-		for (uint64_t b = r.first, end = r.first + r.count, k; b < end; b += k)
-			llc_access_run(core, r.file, b, end - b, r.time_ns, &k);
-	double whole_ns = seconds_since(start) * 1e9 / double(reqs.size());
-	std::printf("core: the same requests through llc_access_run: %.1f ns per block (%.2fx the per-block path)\n",
-		    whole_ns, core_ns / whole_ns);
 	std::free(mem);
 
 	const uint64_t big = 1 << 20;
