@@ -81,7 +81,7 @@ static long llc_ioc_file_stats(void __user *arg)
 		for (i = 0; i < LLMCACHE_NR_CLASSES; i++)
 			st.class_blocks[i] = f->class_blocks[i];
 		st.added = f->added;
-		st.removed = f->removed;
+		st.removed = READ_ONCE(f->removed);
 		spin_unlock_irqrestore(&llc.lock, flags);
 	}
 	mutex_unlock(&llc_reg_mutex);

@@ -35,9 +35,10 @@ struct llc_file {
 	/* Written under llc.lock by the hooks. */
 	u64 accesses;
 	u64 class_blocks[LLMCACHE_NR_CLASSES];
-	u64 added, removed;
+	u64 added;
+	u64 removed;                    /* under llc.hold_lock */
 	pgoff_t req_first, req_last;    /* last read request of mm_filemap_get_pages; a hint, no lock */
-	u64 pinned;                     /* pins held, under llc.lock */
+	u64 pinned;                     /* pins held, under llc.hold_lock */
 	struct xarray pins;             /* page index -> the folio whose reference the module holds */
 	bool planned;                   /* the pin plan covers this file: new pages kick the worker */
 	u32 flags;                      /* LLMCACHE_FILE_*, written under llc.lock */
@@ -47,7 +48,7 @@ struct llc_file {
 	pgoff_t todo_first, todo_last;  /* pages a planned file gained since the pin worker looked, llc.lock */
 	pgoff_t pin_first, pin_last;    /* the pin worker's copy of them */
 	struct xarray hot;              /* page index -> the folio held as HOT protection */
-	u64 hot_protected;              /* HOT blocks protected, under llc.lock */
+	u64 hot_protected;              /* HOT blocks protected, under llc.hold_lock */
 	u64 seq_undropped;              /* SEQ accesses since its scans were last dropped, under llc.lock */
 	u64 seq_last_ns;                /* time of its last SEQ access, under llc.lock */
 	struct llc_span tail[LLC_TAIL_SPANS];       /* LOOP accesses since tail.c's last tick, llc.lock */
@@ -57,7 +58,15 @@ struct llc_file {
 };
 
 struct llc_state {
-	spinlock_t lock;                /* the core and every counter the hooks write */
+	/*
+	 * lock: the core and the counters the access hooks write. Never taken in interrupt context nor
+	 * under a lock that is (the page cache's i_pages), so the read hook can take it without turning
+	 * interrupts off. hold_lock: what the page cache's deletion hook writes under i_pages, the held
+	 * pages' counts (files' pinned, hot_protected and removed, stats PINNED and HOT_PROTECTED);
+	 * interrupts off, and nothing is taken under it. Readers elsewhere read those counts with READ_ONCE.
+	 */
+	spinlock_t lock;
+	spinlock_t hold_lock;
 	struct llc_core *core;
 	bool enabled;
 	int hook_mode;                  /* enum llmcache_hook_mode */

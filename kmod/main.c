@@ -24,6 +24,7 @@ MODULE_PARM_DESC(hooks, "access hooks: auto, tracepoint or kprobe");
 
 struct llc_state llc = {
 	.lock = __SPIN_LOCK_UNLOCKED(llc.lock),
+	.hold_lock = __SPIN_LOCK_UNLOCKED(llc.hold_lock),
 	.enabled = true,
 	.t_ns = 100 * NSEC_PER_MSEC,
 	.seq_drop_ns = NSEC_PER_SEC,
@@ -72,7 +73,6 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 {
 	const unsigned int shift = PAGE_SHIFT - LLMCACHE_BLOCK_SHIFT;
 	struct llc_file *f;
-	unsigned long flags;
 	u64 b, n, now, seq = 0, loop = 0;
 	bool kick = false, hot_kick = false, tail = false, hot;
 
@@ -85,7 +85,7 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 		n = (u64)(last - first + 1) << shift;
 		now = llc_clock_ns();
 		hot = READ_ONCE(llc.hot_reserve) && !(READ_ONCE(f->flags) & LLMCACHE_FILE_NO_PROTECT);
-		spin_lock_irqsave(&llc.lock, flags);
+		spin_lock(&llc.lock); /* interrupts stay on: see struct llc_state */
 		if (n > LLC_MAX_EVENT_BLOCKS) {
 			llc.stats[LLMCACHE_STAT_EVENTS_DROPPED] += n - LLC_MAX_EVENT_BLOCKS;
 			n = LLC_MAX_EVENT_BLOCKS;
@@ -114,7 +114,7 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 		}
 		if (loop && !(READ_ONCE(f->flags) & LLMCACHE_FILE_NO_DROP))
 			tail = llc_tail_note(f, first, last);
-		spin_unlock_irqrestore(&llc.lock, flags);
+		spin_unlock(&llc.lock);
 	}
 	rcu_read_unlock();
 	if (kick && READ_ONCE(llc.pin_budget))
@@ -139,8 +139,8 @@ void llc_feed_cache(struct folio *folio, bool added)
 	rcu_read_lock();
 	f = llc_find_rcu(READ_ONCE(folio->mapping));
 	if (f) {
-		spin_lock_irqsave(&llc.lock, flags);
-		if (added) {
+		if (added) { /* after the page cache's lock was released */
+			spin_lock_irqsave(&llc.lock, flags);
 			f->added += blocks;
 			llc.stats[LLMCACHE_STAT_MISSES] += blocks;
 			llc_bw_sample(blocks, llc_clock_ns());
@@ -149,11 +149,13 @@ void llc_feed_cache(struct folio *folio, bool added)
 				f->todo_first = min(f->todo_first, folio->index);
 				f->todo_last = max(f->todo_last, folio->index + folio_nr_pages(folio) - 1);
 			}
-		} else {
+			spin_unlock_irqrestore(&llc.lock, flags);
+		} else { /* under the page cache's i_pages lock: not llc.lock, see struct llc_state */
+			spin_lock_irqsave(&llc.hold_lock, flags);
 			f->removed += blocks;
 			llc_pin_removed(f, folio);
+			spin_unlock_irqrestore(&llc.hold_lock, flags);
 		}
-		spin_unlock_irqrestore(&llc.lock, flags);
 	}
 	rcu_read_unlock();
 	if (kick)

@@ -73,7 +73,7 @@ static void llc_held_changed(struct llc_file *f, bool hot, long delta)
 {
 	unsigned long flags;
 
-	spin_lock_irqsave(&llc.lock, flags);
+	spin_lock_irqsave(&llc.hold_lock, flags);
 	if (hot) {
 		f->hot_protected += delta;
 		llc.stats[LLMCACHE_STAT_HOT_PROTECTED] += delta;
@@ -81,7 +81,7 @@ static void llc_held_changed(struct llc_file *f, bool hot, long delta)
 		f->pinned += delta;
 		llc.stats[LLMCACHE_STAT_PINNED] += delta;
 	}
-	spin_unlock_irqrestore(&llc.lock, flags);
+	spin_unlock_irqrestore(&llc.hold_lock, flags);
 }
 
 static void llc_mark_unevictable(struct folio *folio)
@@ -160,6 +160,7 @@ void llc_unpin_all(struct llc_file *f)
 /*
  * A page of a registered file left the page cache (truncation): what the module held on it goes. Its
  * mlock mark stays until the folio is freed (interrupts are off here, see llc_clear_unevictable()).
+ * Caller holds llc.hold_lock.
  */
 void llc_pin_removed(struct llc_file *f, struct folio *folio)
 {

@@ -156,7 +156,7 @@ static ssize_t llc_file_counter(struct kobject *k, const u64 *field, char *buf)
 	u64 v;
 
 	spin_lock_irqsave(&llc.lock, flags);
-	v = *field;
+	v = READ_ONCE(*field); /* pinned and removed are written under llc.hold_lock */
 	spin_unlock_irqrestore(&llc.lock, flags);
 	return sysfs_emit(buf, "%llu\n", v);
 }

@@ -73,7 +73,7 @@ static bool llc_tail_wanted(struct llc_file *f)
 		if (s->file == f->id)
 			loop += s->end - s->start + 1;
 	}
-	pinned = f->pinned;
+	pinned = READ_ONCE(f->pinned);
 	spin_unlock_irqrestore(&llc.lock, flags);
 	return loop > pinned && loop - pinned > llc_cache_room();
 }
