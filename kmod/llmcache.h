@@ -59,9 +59,9 @@ struct llc_file {
 
 struct llc_state {
 	/*
-	 * lock: the core and the counters the access hooks write. Never taken in interrupt context nor
-	 * under a lock that is (the page cache's i_pages), so the read hook can take it without turning
-	 * interrupts off. hold_lock: what the page cache's deletion hook writes under i_pages, the held
+	 * lock: the core and the counters the access hooks write. Never taken in interrupt context, nor
+	 * under a lock that interrupt context takes (the page cache's i_pages), so the read hook can take
+	 * it without turning interrupts off. hold_lock: what the page cache's deletion hook writes under i_pages, the held
 	 * pages' counts (files' pinned, hot_protected and removed, stats PINNED and HOT_PROTECTED);
 	 * interrupts off, and nothing is taken under it. Readers elsewhere read those counts with READ_ONCE.
 	 */

@@ -100,8 +100,8 @@ fi
 # decoder's thread (its system calls included) by CPU clock, and the share of samples under the hooks
 # is what they cost it. Under the hooks means below the kprobe trampolines where kprobes feed the core
 # (6.1: the trap's own cost included), else below llc_feed_access, plus llc_feed_cache (page cache
-# insertions and deletions). Samples that fall while llc.lock is held with interrupts off are counted
-# where interrupts come back on, in _raw_spin_unlock_irqrestore under the feed, so they count too.
+# insertions and deletions). A sample that falls while interrupts are off is taken where they come
+# back on (_raw_spin_unlock_irqrestore), inside the same hook, so it counts too.
 profile() { # dir weights-bytes access tokens mode
 	perf record -q -N -g -e cpu-clock -F 2000 -o "$LLMCACHE_SCRATCH/perf.data" -- "$bin/llmworkload" decoder \
 		--dir "$1" --weights-size "$2" --tokenizer-size 1MiB --config-size 4MiB --access "$3" --tokens "$4" \
