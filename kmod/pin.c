@@ -69,11 +69,9 @@ struct llc_file *llc_file_by_id(u64 id)
 	return NULL;
 }
 
-static void llc_held_changed(struct llc_file *f, bool hot, long delta)
+/* Caller holds llc.hold_lock. */
+static void llc_held_count(struct llc_file *f, bool hot, long delta)
 {
-	unsigned long flags;
-
-	spin_lock_irqsave(&llc.hold_lock, flags);
 	if (hot) {
 		f->hot_protected += delta;
 		llc.stats[LLMCACHE_STAT_HOT_PROTECTED] += delta;
@@ -81,6 +79,14 @@ static void llc_held_changed(struct llc_file *f, bool hot, long delta)
 		f->pinned += delta;
 		llc.stats[LLMCACHE_STAT_PINNED] += delta;
 	}
+}
+
+static void llc_held_changed(struct llc_file *f, bool hot, long delta)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&llc.hold_lock, flags);
+	llc_held_count(f, hot, delta);
 	spin_unlock_irqrestore(&llc.hold_lock, flags);
 }
 
@@ -166,25 +172,21 @@ void llc_pin_removed(struct llc_file *f, struct folio *folio)
 {
 	pgoff_t index, end = folio->index + folio_nr_pages(folio);
 	struct folio *old;
+	int hot;
 
-	if (!xa_empty(&f->pins))
+	for (hot = 0; hot < 2; hot++) {
+		struct xarray *xa = hot ? &f->hot : &f->pins;
+
+		if (xa_empty(xa))
+			continue;
 		for (index = folio->index; index < end; index++) {
-			old = xa_erase(&f->pins, index); /* interrupts are off: the page cache's lock is held */
+			old = xa_erase(xa, index); /* interrupts are off: the page cache's lock is held */
 			if (old) {
 				folio_put(old); /* the page cache still holds its own reference */
-				f->pinned--;
-				llc.stats[LLMCACHE_STAT_PINNED]--;
+				llc_held_count(f, hot, -1);
 			}
 		}
-	if (!xa_empty(&f->hot))
-		for (index = folio->index; index < end; index++) {
-			old = xa_erase(&f->hot, index);
-			if (old) {
-				folio_put(old);
-				f->hot_protected--;
-				llc.stats[LLMCACHE_STAT_HOT_PROTECTED]--;
-			}
-		}
+	}
 }
 
 /* Blocks of file id the plan may pin: none for a NO_PIN file, else its pin_limit (0: no limit). */
