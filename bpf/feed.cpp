@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "feed.hpp"
 
+#include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <sys/epoll.h>
@@ -165,6 +166,8 @@ Feed::Feed(const FeedOptions &o) : impl_(std::make_unique<Impl>())
 		throw FeedError("--hooks: '" + o.hooks + "' is not auto, filemap or syscalls", true);
 	if (o.ring_bytes < 4096 || (o.ring_bytes & (o.ring_bytes - 1)))
 		throw FeedError("the ring buffer size must be a power of two of at least 4 KiB", true);
+	if (o.join_blocks < 1 || o.join_blocks > 1U << 20)
+		throw FeedError("the join size must be 1 to 1048576 blocks", true);
 	uint64_t cgroup_id = 0;
 	uint32_t cgroup_level = 0;
 	if (!o.cgroup.empty())
@@ -189,6 +192,7 @@ Feed::Feed(const FeedOptions &o) : impl_(std::make_unique<Impl>())
 	skel->rodata->min_size = o.min_size;
 	skel->rodata->self_tgid = uint32_t(getpid());
 	skel->rodata->wakeup_bytes = o.ring_bytes / 4; // and poll() on a timer
+	skel->rodata->join_blocks = o.join_blocks;
 	bpf_map__set_max_entries(skel->maps.events, uint32_t(o.ring_bytes));
 
 	// The filemap tracepoints where the kernel has them, else reads from the syscall tracepoints. Writes
@@ -226,6 +230,8 @@ Feed::Feed(const FeedOptions &o) : impl_(std::make_unique<Impl>())
 			on = mmap_hooks_ == "kprobe";
 		else if (sec == "tp/exceptions/page_fault_user")
 			on = mmap_hooks_ == "fault";
+		else if (sec == "iter/task")
+			bpf_program__set_autoattach(prog, false); // run by finish()
 		bpf_program__set_autoload(prog, on);
 	}
 	int err = llmtrace_bpf__load(skel);
@@ -278,6 +284,25 @@ int Feed::poll(int timeout_ms)
 	return impl_->delivered;
 }
 
+void Feed::finish()
+{
+	llmtrace_bpf__detach(impl_->skel);
+	// Reading the iterator's file runs flush_runs over every task.
+	bpf_link *it = bpf_program__attach_iter(impl_->skel->progs.flush_runs, nullptr);
+	int fd = it ? bpf_iter_create(bpf_link__fd(it)) : -1;
+	if (fd < 0) {
+		int e = errno;
+		bpf_link__destroy(it);
+		throw std::runtime_error(std::string("failed to send the joined reads: ") + std::strerror(e));
+	}
+	char buf[64];
+	while (read(fd, buf, sizeof(buf)) > 0) {
+	}
+	close(fd);
+	bpf_link__destroy(it);
+	poll(0);
+}
+
 void Feed::wait(int timeout_ms)
 {
 	epoll_event ev;
@@ -287,6 +312,7 @@ void Feed::wait(int timeout_ms)
 
 uint64_t Feed::lost() const { return impl_->counter(LLMTRACE_CNT_LOST); }
 uint64_t Feed::merged() const { return impl_->counter(LLMTRACE_CNT_MERGED); }
+uint64_t Feed::joined() const { return impl_->counter(LLMTRACE_CNT_JOINED); }
 uint64_t Feed::inserted() const { return impl_->counter(LLMTRACE_CNT_INSERTED); }
 uint64_t Feed::evicted() const { return impl_->counter(LLMTRACE_CNT_EVICTED); }
 

@@ -27,6 +27,10 @@ struct FeedOptions {
 	// Record writes with the filemap hooks too. They come from the sys_enter tracepoint, which puts every
 	// system call of every task on the kernel's slower path. The syscall hooks always record them.
 	bool writes = false;
+	// A thread's consecutive reads of a file join into one record of up to this many blocks, with the
+	// first read's time: a reader of 4 KiB blocks costs a ring buffer record per join_blocks blocks.
+	// 1: a record per read.
+	uint32_t join_blocks = 32;
 };
 
 // What went wrong, said for the user. usage() is true for bad options (exit status 2), false when the
@@ -56,11 +60,15 @@ public:
 	// Wait up to timeout_ms for records, delivering none: a caller that must lock its state around
 	// the callbacks waits here unlocked, then polls with a timeout of 0.
 	void wait(int timeout_ms);
+	// Stop recording: detach the hooks, send the reads threads have joined and not sent yet, and deliver
+	// everything left. The feed delivers nothing after this.
+	void finish();
 	std::function<void(const llmcache_access &)> on_access;
 	std::function<void(uint32_t dev, uint64_t inode, const std::string &path)> on_name;
 
 	uint64_t lost() const;   // records the ring had no room for: always report them
 	uint64_t merged() const; // filemap_get_pages batches folded into their read
+	uint64_t joined() const; // reads joined to the read before them (FeedOptions::join_blocks)
 	// Pages of the files delivered so far (named, not ignored) that entered the page cache (read from
 	// storage) and that left it.
 	uint64_t inserted() const;

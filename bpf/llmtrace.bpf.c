@@ -57,6 +57,7 @@ const volatile __u32 self_tgid = 0;       /* the recorder itself, never traced *
 const volatile __u64 wakeup_bytes = 0;    /* wake the reader only once this much is waiting (0: always) */
 const volatile bool syscall_reads = false; /* reads from the syscalls (no filemap tracepoints) */
 const volatile bool record_writes = false; /* writes too (sys_enter is attached for them) */
+const volatile __u32 join_blocks = 1;     /* a thread's reads join into records of up to this many blocks */
 volatile __u64 followed_gen = 0;          /* bumped by userspace each time it adds to `followed` */
 
 struct {
@@ -87,9 +88,10 @@ struct inflight {
 	__u64 followed_gen;      /* followed_gen + 1 when `followed` was last looked up for this thread */
 	__u8 op;                 /* syscall: LLMCACHE_OP_READ or LLMCACHE_OP_WRITE */
 	__u8 followed;           /* and its answer */
+	struct llmcache_access run; /* reads joined and not sent yet (nr_blocks 0: none) */
 };
 
-/* filemap_get_pages: per thread, in task-local storage (no hashing). */
+/* filemap_get_pages and the joined reads: per thread, in task-local storage (no hashing). */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -253,12 +255,28 @@ struct facts {
 	__u16 mode;
 };
 
-/* Blocks [first, last] of inode were accessed by tgid: filter, clip to the end of the file, emit. */
+/* Send the reads a thread joined (a run ends, the thread exits, the recording stops). */
+static __always_inline void send_run(struct inflight *r)
+{
+	if (!r->run.nr_blocks)
+		return;
+	if (bpf_ringbuf_output(&events, &r->run, sizeof(r->run), wakeup_flags()))
+		count(LLMTRACE_CNT_LOST);
+	r->run.nr_blocks = 0;
+}
+
+/*
+ * Blocks [first, last] of inode were accessed by tgid: filter, clip to the end of the file, emit. With r,
+ * the reading thread's state, a read that carries on the thread's run of reads of the file joins it while
+ * the run stays under join_blocks: a reader of small sequential blocks then costs a ring buffer record per
+ * join_blocks blocks, not per read. The run keeps its first read's time; it is sent when a read does not
+ * join it, when the thread exits (thread_exit) and when the recording stops (flush_runs).
+ */
 static __always_inline void emit(struct inode *inode, const struct facts *f, __u64 first, __u64 last, __u8 op,
-				 __u32 tgid)
+				 __u32 tgid, struct inflight *r)
 {
 	struct llmcache_access *a;
-	__u32 dev;
+	__u32 dev, n;
 
 	if ((f->mode & S_IFMT) != S_IFREG || f->size <= 0 || (__u64)f->size < min_size)
 		return;
@@ -267,6 +285,13 @@ static __always_inline void emit(struct inode *inode, const struct facts *f, __u
 	if (first > last)
 		return;
 	dev = encode_dev(f->s_dev);
+	n = last - first + 1;
+	if (r && r->run.nr_blocks && r->run.inode == f->ino && r->run.dev == dev && r->run.op == op &&
+	    r->run.first_block + r->run.nr_blocks == first && r->run.nr_blocks + n <= join_blocks) {
+		r->run.nr_blocks += n;
+		count(LLMTRACE_CNT_JOINED);
+		return;
+	}
 	switch (name_file(inode, dev, f->ino, tgid)) {
 	case LLMTRACE_FILE_RECORDED:
 		break;
@@ -275,6 +300,16 @@ static __always_inline void emit(struct inode *inode, const struct facts *f, __u
 		return;
 	default:
 		return;
+	}
+	if (r) {
+		send_run(r);
+		if (n < join_blocks) {
+			r->run = (struct llmcache_access){
+				.time_ns = bpf_ktime_get_ns(), .inode = f->ino, .first_block = first, .pid = tgid,
+				.dev = dev, .nr_blocks = n, .op = op,
+			};
+			return;
+		}
 	}
 	a = bpf_ringbuf_reserve(&events, sizeof(*a), 0);
 	if (!a) {
@@ -286,24 +321,26 @@ static __always_inline void emit(struct inode *inode, const struct facts *f, __u
 	a->first_block = first;
 	a->pid = tgid;
 	a->dev = dev;
-	a->nr_blocks = last - first + 1;
+	a->nr_blocks = n;
 	a->op = op;
 	a->pad[0] = a->pad[1] = a->pad[2] = 0;
 	bpf_ringbuf_submit(a, wakeup_flags());
 }
 
 /* inode from a tp_btf argument: a trusted BTF pointer, read with plain loads. */
-static __always_inline void emit_btf(struct inode *inode, __u64 first, __u64 last, __u8 op, __u32 tgid)
+static __always_inline void emit_btf(struct inode *inode, __u64 first, __u64 last, __u8 op, __u32 tgid,
+				     struct inflight *r)
 {
 	struct facts f = {
 		.ino = inode->i_ino, .size = inode->i_size, .s_dev = inode->i_sb->s_dev, .mode = inode->i_mode,
 	};
 
-	emit(inode, &f, first, last, op, tgid);
+	emit(inode, &f, first, last, op, tgid, r);
 }
 
 /* inode from a map or a probe read: read with probe reads. */
-static __always_inline void emit_probe(struct inode *inode, __u64 first, __u64 last, __u8 op, __u32 tgid)
+static __always_inline void emit_probe(struct inode *inode, __u64 first, __u64 last, __u8 op, __u32 tgid,
+				       struct inflight *r)
 {
 	struct facts f = {
 		.ino = BPF_CORE_READ(inode, i_ino),
@@ -313,7 +350,7 @@ static __always_inline void emit_probe(struct inode *inode, __u64 first, __u64 l
 	};
 
 	if (inode)
-		emit(inode, &f, first, last, op, tgid);
+		emit(inode, &f, first, last, op, tgid, r);
 }
 
 static __always_inline __u64 read_syscalls(struct task_struct *task)
@@ -410,7 +447,7 @@ int BPF_PROG(filemap_get_pages, struct address_space *mapping, unsigned long ind
 		r->last_index = last_index;
 		r->syscr = syscr;
 	}
-	emit_btf(inode, index ? read_start(task, inode, index, last_index) : 0, last_index, LLMCACHE_OP_READ, tgid);
+	emit_btf(inode, index ? read_start(task, inode, index, last_index) : 0, last_index, LLMCACHE_OP_READ, tgid, r);
 	return 0;
 }
 
@@ -501,7 +538,7 @@ int BPF_PROG(filemap_map_pages, struct address_space *mapping, unsigned long sta
 	if (!wanted(tgid))
 		return 0;
 	widen_to_folios(mapping, &first, &last);
-	emit_btf(mapping->host, first, last, LLMCACHE_OP_MMAP_FAULT, tgid);
+	emit_btf(mapping->host, first, last, LLMCACHE_OP_MMAP_FAULT, tgid, NULL);
 	return 0;
 }
 
@@ -511,7 +548,7 @@ int BPF_PROG(filemap_fault, struct address_space *mapping, unsigned long index)
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
 	if (wanted(tgid))
-		emit_btf(mapping->host, index, index, LLMCACHE_OP_MMAP_FAULT, tgid);
+		emit_btf(mapping->host, index, index, LLMCACHE_OP_MMAP_FAULT, tgid, NULL);
 	return 0;
 }
 
@@ -537,7 +574,7 @@ int BPF_KPROBE(kp_filemap_map_pages, struct vm_fault *vmf, unsigned long start, 
 	if (!wanted(tgid) || !(mapping = vmf_mapping(vmf)))
 		return 0;
 	widen_to_folios(mapping, &first, &last);
-	emit_probe(BPF_CORE_READ(mapping, host), first, last, LLMCACHE_OP_MMAP_FAULT, tgid);
+	emit_probe(BPF_CORE_READ(mapping, host), first, last, LLMCACHE_OP_MMAP_FAULT, tgid, NULL);
 	return 0;
 }
 
@@ -551,7 +588,7 @@ int BPF_KPROBE(kp_filemap_fault, struct vm_fault *vmf)
 	if (!wanted(tgid) || !(mapping = vmf_mapping(vmf)))
 		return 0;
 	index = BPF_CORE_READ(vmf, pgoff);
-	emit_probe(BPF_CORE_READ(mapping, host), index, index, LLMCACHE_OP_MMAP_FAULT, tgid);
+	emit_probe(BPF_CORE_READ(mapping, host), index, index, LLMCACHE_OP_MMAP_FAULT, tgid, NULL);
 	return 0;
 }
 
@@ -680,7 +717,7 @@ static __always_inline void write_at_entry(long id, struct pt_regs *regs, __s64 
 	};
 	if ((__s64)(start + bytes) > f.size) /* the size the file has once written */
 		f.size = start + bytes;
-	emit(inode, &f, start >> PAGE_SHIFT, (start + bytes - 1) >> PAGE_SHIFT, LLMCACHE_OP_WRITE, tgid);
+	emit(inode, &f, start >> PAGE_SHIFT, (start + bytes - 1) >> PAGE_SHIFT, LLMCACHE_OP_WRITE, tgid, NULL);
 }
 
 /*
@@ -740,8 +777,13 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	}
 	if (!(r = bpf_map_lookup_elem(&reads, &tid)))
 		return 0;
-	if (ret > 0)
-		emit_probe((struct inode *)r->inode_ptr, r->pos >> 12, (r->pos + ret - 1) >> 12, r->op, tid >> 32);
+	if (ret > 0) {
+		/* Reads join in the thread's task storage, as with the filemap hooks; writes are sent one by one. */
+		struct inflight *t = r->op != LLMCACHE_OP_READ || join_blocks <= 1 ? NULL :
+			bpf_task_storage_get(&task_reads, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+
+		emit_probe((struct inode *)r->inode_ptr, r->pos >> 12, (r->pos + ret - 1) >> 12, r->op, tid >> 32, t);
+	}
 	bpf_map_delete_elem(&reads, &tid);
 	return 0;
 }
@@ -779,6 +821,32 @@ int page_fault_user(struct page_fault_args *ctx)
 		return 0;
 	bpf_find_vma((struct task_struct *)bpf_get_current_task_btf(), c.address, fault_vma, &c, 0);
 	if (c.inode)
-		emit_probe(c.inode, c.block, c.block, LLMCACHE_OP_MMAP_FAULT, bpf_get_current_pid_tgid() >> 32);
+		emit_probe(c.inode, c.block, c.block, LLMCACHE_OP_MMAP_FAULT, bpf_get_current_pid_tgid() >> 32, NULL);
+	return 0;
+}
+
+/* A thread exits: send its joined reads before its task storage goes. */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(thread_exit, struct task_struct *task)
+{
+	struct inflight *r = bpf_task_storage_get(&task_reads, task, 0, 0);
+
+	if (r)
+		send_run(r);
+	return 0;
+}
+
+/* The recording stops: userspace detaches the other programs, then runs this over every task once. */
+SEC("iter/task")
+int flush_runs(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	struct inflight *r;
+
+	if (!task)
+		return 0;
+	r = bpf_task_storage_get(&task_reads, task, 0, 0);
+	if (r)
+		send_run(r);
 	return 0;
 }

@@ -13,6 +13,7 @@
 enum llmtrace_counter {
 	LLMTRACE_CNT_LOST = 0,   /* records dropped because the ring buffer was full */
 	LLMTRACE_CNT_MERGED,     /* filemap_get_pages calls folded into the read that started them */
+	LLMTRACE_CNT_JOINED,     /* reads joined to the thread's run of reads before them (join_blocks) */
 	LLMTRACE_CNT_INSERTED,   /* pages of recorded files added to the page cache (read from storage) */
 	LLMTRACE_CNT_EVICTED,    /* pages of recorded files removed from the page cache */
 	LLMTRACE_NR_COUNTERS

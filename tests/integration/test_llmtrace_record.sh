@@ -5,8 +5,10 @@
 # - writes (the run that creates the files): the write records equal W's, in order.
 # - pread: per file (matched by dev and inode), the sequence of read records (first block, block count)
 #   must equal W's. The filemap hook sees each read() once (its folio batches are folded into the first),
-#   clipped to the end of the file, which is exactly how llmworkload records a pread. With the syscall
-#   hooks (the fallback for kernels without filemap tracepoints) the same holds.
+#   clipped to the end of the file, which is exactly how llmworkload records a pread. A thread's reads
+#   that carry on its run of reads of a file join it up to --join-blocks blocks (32 by default): W's
+#   records are joined by the same rule before the comparison, and --join-blocks 1 compares read for
+#   read. With the syscall hooks (the fallback for kernels without filemap tracepoints) the same holds.
 # - mmap: a page fault maps a fault-around window or a whole large folio, and pages that stay mapped do
 #   not fault again, so records cannot match W's touches one for one. What must hold: the blocks the
 #   mmap-fault records cover are exactly the blocks W touched through the mapping (here: the whole weights
@@ -65,15 +67,22 @@ ops_of() { # csv, op, keys file
 	awk -F, -v op="$2" 'NR == FNR { want[$1] = 1; next } FNR > 1 && $7 == op && (($3 ":" $4) in want) {
 		print $3 ":" $4, $5, $6 }' "$3" "$1"
 }
+# "dev:inode first nr" records joined as the recorder joins one thread's reads: a record that carries on the
+# one before, of the same file, joins it while the sum stays within $join blocks.
+join=32
+joined_reads() {
+	awk -v max="$join" '$1 == k && $2 == f + n && n + $3 <= max { n += $3; next }
+		{ if (k != "") print k, f, n; k = $1; f = $2; n = $3 } END { if (k != "") print k, f, n }'
+}
 # Blocks covered, one "dev:inode block" per line, sorted and unique.
 coverage() { ops_of "$@" | awk '{ for (b = $2; b < $2 + $3; b++) print $1, b }' | sort -u; }
 
 compare_pread() { # label, hooks, extra workload args...
 	local label=$1 hooks=$2; shift 2
-	"$T" record -q --hooks "$hooks" --format csv -o "$tmp/r.csv" -- "${wl_cmd[@]}" --access pread \
+	"$T" record -q --hooks "$hooks" --join-blocks "$join" --format csv -o "$tmp/r.csv" -- "${wl_cmd[@]}" --access pread \
 		--trace "$tmp/w.csv" --format csv "$@" >/dev/null 2>"$tmp/rec.err"
 	files_of "$tmp/w.csv" >"$tmp/keys"
-	ops_of "$tmp/w.csv" read "$tmp/keys" >"$tmp/w.reads"
+	ops_of "$tmp/w.csv" read "$tmp/keys" | joined_reads >"$tmp/w.reads"
 	ops_of "$tmp/r.csv" read "$tmp/keys" >"$tmp/r.reads"
 	check "$label: the workload read something" test "$(wc -l <"$tmp/w.reads")" -gt 30
 	check "$label: the recorder saw every read, in order ($(wc -l <"$tmp/r.reads") vs $(wc -l <"$tmp/w.reads"))" \
@@ -137,6 +146,14 @@ check "writes: the syscall hooks record them without --writes" \
 wl_cmd=("$W" decoder --dir "$dir" --weights-size 4MiB --tokenizer-size 64KiB --config-size 256KiB)
 compare_pread "pread warm" auto --tokens 3
 compare_pread "pread cold" auto --tokens 3 --drop-cache
+# 4 KiB reads: 32 of them per record, each record with its first read's time; --join-blocks 1 records
+# every read. The run a thread has not sent when it exits is sent then (the workload's last reads).
+joins() { grep -oE '[0-9]+ joined' "$tmp/rec.err" | cut -d' ' -f1; }
+compare_pread "pread 4 KiB" auto --tokens 2 --read-size 4KiB
+check "pread 4 KiB: reads joined ($(joins))" test "$(joins)" -ge 1900
+join=1 compare_pread "pread 4 KiB, --join-blocks 1" auto --tokens 2 --read-size 4KiB
+check "pread 4 KiB, --join-blocks 1: none joined ($(joins))" test "$(joins)" = 0
+compare_pread "pread 4 KiB, syscall hooks" syscalls --tokens 2 --read-size 4KiB
 # Partly cached (every other 40 KiB dropped): filemap_get_pages hands out the cached folios before a missing
 # one without its tracepoint, so the recorder takes the start of such a read from the read syscall.
 partly_cached() {
@@ -227,6 +244,25 @@ check "-p: nothing of the unrelated process" test -z "$(ops_of "$tmp/p.csv" read
 check "-p: the reads carry its pid" test -z "$(awk -F, -v p="$target" 'NR == FNR { k[$1] = 1; next }
 	FNR > 1 && (($3 ":" $4) in k) && $2 != p' "$tmp/keys" "$tmp/p.csv")"
 wait "$bg"
+# Reads a live process joined and did not send yet are sent when the recording stops: it reads 100
+# blocks in 4 KiB reads and sleeps; SIGINT stops the recorder meanwhile.
+python3 -c 'import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY)
+while not os.path.exists(sys.argv[2]): time.sleep(0.05)
+for i in range(100): os.pread(fd, 4096, i * 4096)
+open(sys.argv[3], "w").close()
+time.sleep(60)' "$dir/decoder/weights.bin" "$tmp/go" "$tmp/done" &
+reader=$!
+rm -f "$tmp/rec.err"
+"$T" record --format csv -p "$reader" -o "$tmp/s.csv" 2>"$tmp/rec.err" &
+rec=$!
+eval "$(ready "$tmp/rec.err")"; touch "$tmp/go"
+while [ ! -e "$tmp/done" ]; do sleep 0.05; done
+kill -INT "$rec"
+check "stop: the recorder stops on SIGINT with status 0" wait "$rec"
+kill "$reader"; wait "$reader" 2>/dev/null || true
+check "stop: the live process's joined reads are in the trace ($(awk -F, '$8 ~ /weights.bin$/ { n += $6 } END { print n + 0 }' "$tmp/s.csv") blocks)" \
+	test "$(awk -F, '$7 == "read" && $8 ~ /weights.bin$/ { n += $6 } END { print n + 0 }' "$tmp/s.csv")" = 100
 
 # -c: a cgroup v2 directory; the process in it is recorded, the one outside is not.
 cg2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
@@ -279,7 +315,7 @@ warm=$(pages_in "$tmp/rec.err")
 check "warm run: nothing read into the page cache ($warm pages)" test "${warm:-9999}" -lt 100
 
 # 3. A tiny ring and a burst of small reads: events are lost, counted and reported.
-"$T" record -q --ring-size 4096 -o "$tmp/lost.trace" -- "${wl_cmd[@]}" --tokens 20 --access pread --read-size 4KiB \
+"$T" record -q --ring-size 4096 --join-blocks 1 -o "$tmp/lost.trace" -- "${wl_cmd[@]}" --tokens 20 --access pread --read-size 4KiB \
 	>/dev/null 2>"$tmp/rec.err"
 lost=$(grep -oE '[0-9]+ lost events' "$tmp/rec.err" | cut -d' ' -f1)
 check "tiny ring: lost events counted and printed ($(cat "$tmp/rec.err"))" test "${lost:-0}" -gt 0

@@ -82,7 +82,7 @@ int cmd_record(int argc, char **argv)
 			break;
 		}
 
-	uint32_t pid = 0;
+	uint32_t pid = 0, join_blocks = llmtrace::FeedOptions().join_blocks;
 	std::vector<std::string> prefixes;
 	std::string cgroup, out, format = "native", min_size = "0", ring_size = "16MiB", hooks = "auto";
 	po::options_description opts("Options");
@@ -96,6 +96,9 @@ int cmd_record(int argc, char **argv)
 		("path-prefix", po::value(&prefixes)->value_name("DIR"),
 		 "record only files under DIR (repeatable; whole path components: /m matches /m/x, not /mx)")
 		("ring-size", po::value(&ring_size)->default_value(ring_size), "BPF ring buffer size (power of two)")
+		("join-blocks", po::value(&join_blocks)->default_value(join_blocks)->value_name("N"),
+		 "join a thread's consecutive reads of a file into one record of up to N blocks, with the first "
+		 "read's time (1: a record per read)")
 		("hooks", po::value(&hooks)->default_value(hooks),
 		 "auto, filemap (filemap tracepoints, where the kernel has them) or syscalls (read syscalls and user "
 		 "page faults)")
@@ -132,6 +135,7 @@ int cmd_record(int argc, char **argv)
 	fo.path_prefixes = prefixes;
 	fo.hooks = hooks;
 	fo.writes = vm.count("writes");
+	fo.join_blocks = join_blocks;
 	try {
 		fmt = trace::parse_format(format);
 		fo.min_size = units::parse_bytes(min_size);
@@ -221,14 +225,15 @@ int cmd_record(int argc, char **argv)
 				last_events = events;
 			}
 		}
-		feed.poll(0);
+		feed.finish();
 		w->close();
 		uint64_t lost = feed.lost();
 		std::fprintf(stderr,
-			     "llmtrace: %llu events, %llu files, %llu lost events%s, %llu reads merged, %llu pages read into "
+			     "llmtrace: %llu events, %llu files, %llu lost events%s, %llu reads merged, %llu joined, %llu pages read into "
 			     "the page cache, %llu evicted -> %s\n",
 			     (unsigned long long)events, (unsigned long long)files, (unsigned long long)lost,
 			     lost ? " (the ring buffer was full: raise --ring-size)" : "", (unsigned long long)feed.merged(),
+			     (unsigned long long)feed.joined(),
 			     (unsigned long long)feed.inserted(), (unsigned long long)feed.evicted(), out.c_str());
 		if (!cmd.empty() && !stop_requested)
 			rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
