@@ -167,7 +167,7 @@ Feed::Feed(const FeedOptions &o) : impl_(std::make_unique<Impl>())
 	if (o.ring_bytes < 4096 || (o.ring_bytes & (o.ring_bytes - 1)))
 		throw FeedError("the ring buffer size must be a power of two of at least 4 KiB", true);
 	if (o.join_blocks < 1 || o.join_blocks > 1U << 20)
-		throw FeedError("the join size must be 1 to 1048576 blocks", true);
+		throw FeedError("--join-blocks must be 1 to 1048576", true);
 	uint64_t cgroup_id = 0;
 	uint32_t cgroup_level = 0;
 	if (!o.cgroup.empty())

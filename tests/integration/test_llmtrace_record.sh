@@ -342,11 +342,13 @@ set +e
 err=$("$T" record -o "$tmp/x.trace" --ring-size 5000 -- true 2>&1); st2=$?
 err3=$("$T" record -o "$tmp/x.trace" -p 1 -- true 2>&1); st3=$?
 err4=$(timeout 20 "$T" record stray -o "$tmp/x.trace" 2>&1); st4=$?
+err5=$("$T" record -o "$tmp/x.trace" --join-blocks 0 -- true 2>&1); st5=$?
 set -e
 check "CMD's exit status is llmtrace's" test "$st" = 3
 check "--ring-size 5000 rejected" test "$st2" = 2
 check "--ring-size: says why" has "$err" "power of two"
 check "-p with -- CMD rejected" has "$err3" "choose one of"
 check "a stray positional rejected ($err4)" test "$st4" = 2
+check "--join-blocks 0 rejected with the range ($err5)" test "$st5" = 2 -a -n "$(grep -- "--join-blocks must be 1 to" <<<"$err5")"
 
 [ "$fails" -eq 0 ] && echo "PASS: llmtrace record" || { echo "$fails check(s) failed"; exit 1; }
