@@ -31,7 +31,12 @@
  * the inode (its first alias) up to its file system's root; userspace adds the mount point of dev. This
  * names files that a short-lived process opened and closed before userspace could look in /proc.
  * Filters: followed tgids (-p, -- CMD), a cgroup (v2, its descendants too), a minimum file size, regular
- * files only, and paths: userspace marks the files outside --path-prefix IGNORED in `named` once named. A record that finds the ring buffer full is counted in LLMTRACE_CNT_LOST.
+ * files only, and paths: userspace marks the files outside --path-prefix IGNORED in `named` once named.
+ * A record that finds the ring buffer full is counted in LLMTRACE_CNT_LOST.
+ * Joined reads: a thread's read that carries on its previous read of the same file joins that record (in
+ * the thread's task storage) up to join_blocks blocks, so small sequential reads cost one ring buffer
+ * record per join_blocks blocks. The record is sent when a read does not join it, at the thread's exit
+ * (sched_process_exit) and when userspace stops recording (the task iterator flush_runs).
  * fentry/fexit are not used: they do not attach on every kernel this must run on. kprobes are used only for
  * mmap without the filemap tracepoints: a kprobe costs more than a tp_btf hook.
  */

@@ -229,8 +229,8 @@ int cmd_record(int argc, char **argv)
 		w->close();
 		uint64_t lost = feed.lost();
 		std::fprintf(stderr,
-			     "llmtrace: %llu events, %llu files, %llu lost events%s, %llu reads merged, %llu joined, %llu pages read into "
-			     "the page cache, %llu evicted -> %s\n",
+			     "llmtrace: %llu events, %llu files, %llu lost events%s, %llu reads merged, %llu joined, "
+			     "%llu pages read into the page cache, %llu evicted -> %s\n",
 			     (unsigned long long)events, (unsigned long long)files, (unsigned long long)lost,
 			     lost ? " (the ring buffer was full: raise --ring-size)" : "", (unsigned long long)feed.merged(),
 			     (unsigned long long)feed.joined(),
