@@ -21,6 +21,7 @@ namespace {
 constexpr uint64_t BS = LLMCACHE_BLOCK_SIZE;
 constexpr uint32_t PLAN_MAX = 256, PIDS_MAX = 64;
 constexpr uint64_t SCAN_LAG = 32; // blocks behind a scan's cursor that may still be in flight
+constexpr size_t TAIL_SPANS = 16;  // per file; accesses beyond them are left to the kernel's reclaim
 
 // The trace's dev encoding (the kernel's new_encode_dev) of a stat() st_dev.
 uint32_t encode(dev_t d)
@@ -131,6 +132,8 @@ void Manager::on_access(const llmcache_access &a)
 		f.mappers.push_back(a.pid);
 	for (uint64_t b = a.first_block; b < a.first_block + a.nr_blocks; b++) {
 		const llc_verdict v = llc_access(core_, *k, b, a.time_ns);
+		if (v.cls == LLMCACHE_CLASS_LOOP)
+			note_tail(f, b);
 		f.accesses++;
 		f.by_class[v.cls]++;
 		SeqState &s = seqs_[v.seq];
@@ -146,13 +149,13 @@ uint64_t Manager::headroom() const
 	// A read()-based engine needs room for its readahead: the current and the next window, and one for
 	// everything else (with 8 MiB windows, 12 MiB of room thrashed and 24 MiB did not).
 	uint64_t h = std::max(o_.memcg_headroom, 3 * readahead_);
-	// Reclaim has to unmap an mmap engine's pages and age their accessed bits: with the pins too close
-	// to the limit it fails and the engine is OOM-killed (seen with 8-16 MiB under 128 MiB), and with a
-	// quarter of the limit left its read-around re-read pages before their use (141 MB read per token
-	// for a floor of 101). Such an engine keeps half of its limit (134 MB for a floor of 134).
+	// An mmap engine needs a fourth window: its read-around is centred on the fault. And reclaim has to
+	// unmap its pages: with the pins 8-16 MiB under a 128 MiB limit it failed and the engine was
+	// OOM-killed, so such an engine keeps at least a quarter of its limit (24 MiB of room read 110 MB per
+	// token for a floor of 92, 32 MiB read 99 for a floor of 101).
 	for (const File &f : files_)
 		if (f.mapped && memcg_limit_ != UINT64_MAX)
-			h = std::max(h, memcg_limit_ / 2);
+			h = std::max({h, memcg_limit_ / 4, 4 * readahead_});
 	return h;
 }
 
@@ -227,7 +230,7 @@ void Manager::tick(uint64_t now_ns)
 		left -= std::min(left, files_[i].pf->locked() - before);
 	}
 	drop_scans(now_ns);
-	drop_loop_tails(want);
+	drop_loop_tails(want, pinned_blocks() >= budget);
 }
 
 void Manager::drop_range(File &f, uint64_t first, uint64_t count, uint64_t &counter)
@@ -281,43 +284,68 @@ void Manager::drop_scans(uint64_t now_ns)
 	}
 }
 
-// Loop tails. When the engine's memory cgroup cannot hold a loop, the unpinned blocks its cursor has
+void Manager::note_tail(File &f, uint64_t block)
+{
+	for (TailSpan &t : f.tail_spans)
+		if (block + 1 >= t.first && block <= t.last + 1) {
+			t.first = std::min(t.first, block);
+			t.last = std::max(t.last, block);
+			t.touched = true;
+			return;
+		}
+	if (f.tail_spans.size() < TAIL_SPANS)
+		f.tail_spans.push_back({block, block, true});
+}
+
+// Loop tails. When the engine's memory cgroup cannot hold a loop, the unpinned blocks the engine has
 // passed are evicted before the next iteration anyway. Dropping them at once leaves the room to the
 // readahead of the blocks ahead: otherwise reclaim gives an mmap engine's just-used pages (young in its
-// page tables) a second chance and takes the readahead pages instead, which are then read twice.
-void Manager::drop_loop_tails(const std::vector<std::vector<Range>> &planned)
+// page tables, and activated at once when a large folio has several young entries) a second chance
+// and takes the readahead pages instead, which are then read twice.
+//
+// The passed blocks are the spans of LOOP accesses noted since the last tick, as the module does
+// (kmod/tail.c), not the core's cursor: an mmap engine does not fault on the pinned first blocks of a
+// loop again, so the core never sees that loop start a new iteration, and its cursor stays at the end.
+// A span still growing keeps its last SCAN_LAG blocks for the next tick; one that did not grow since
+// the last tick goes whole. Pinned blocks stay, and so do planned ones while the pins have room left.
+void Manager::drop_loop_tails(const std::vector<std::vector<Range>> &planned, bool pins_full)
 {
-	if (memcg_limit_ == UINT64_MAX)
-		return; // no known limit: the loop may well fit
+	if (memcg_limit_ == UINT64_MAX) {
+		for (File &f : files_)
+			f.tail_spans.clear(); // no known limit: the loop may well fit
+		return;
+	}
 	const uint64_t cap = memcg_limit_ > headroom() ? (memcg_limit_ - headroom()) / BS : 0;
-	for (uint16_t id = llc_first(core_, LLMCACHE_CLASS_LOOP); id; id = llc_next(core_, id)) {
-		const llc_seq *q = llc_seq_get(core_, id);
-		SeqState &s = seqs_[id];
-		if (s.created_vt != q->created_vt || q->file < 1 || q->file > files_.size())
+	for (size_t i = 0; i < files_.size(); i++) {
+		File &f = files_[i];
+		if (f.pf->blocks() <= cap) {
+			f.tail_spans.clear(); // the whole file fits in what the cgroup leaves
 			continue;
-		File &f = files_[q->file - 1];
-		if (f.pf->blocks() <= cap)
-			continue; // the whole file fits in what the cgroup leaves
-		if (q->cursor + 1 < s.dropped_to || s.dropped_to < q->start)
-			s.dropped_to = q->start; // a new iteration
-		const uint64_t to = q->cursor > SCAN_LAG ? q->cursor - SCAN_LAG : 0;
+		}
 		auto keep = [&](uint64_t b) {
 			if (f.pf->locked_in(b, 1))
 				return true;
-			for (const Range &r : planned[q->file - 1])
-				if (b >= r.first && b < r.first + r.count)
-					return true;
+			if (!pins_full)
+				for (const Range &r : planned[i])
+					if (b >= r.first && b < r.first + r.count)
+						return true;
 			return false;
 		};
-		for (uint64_t b = s.dropped_to; b < to;) {
-			uint64_t e = b;
-			while (e < to && !keep(e))
-				e++;
-			if (e > b)
-				drop_range(f, b, e - b, f.tail);
-			b = e + 1;
+		std::vector<TailSpan> left;
+		for (const TailSpan &t : f.tail_spans) {
+			const uint64_t to = !t.touched ? t.last + 1 : t.last >= t.first + SCAN_LAG ? t.last + 1 - SCAN_LAG : t.first;
+			for (uint64_t b = t.first; b < to;) {
+				uint64_t e = b;
+				while (e < to && !keep(e))
+					e++;
+				if (e > b)
+					drop_range(f, b, e - b, f.tail);
+				b = e + 1;
+			}
+			if (to <= t.last)
+				left.push_back({to, t.last, false});
 		}
-		s.dropped_to = std::max(s.dropped_to, to);
+		f.tail_spans = std::move(left);
 	}
 }
 

@@ -69,15 +69,21 @@ public:
 	std::function<void(const std::string &)> log = [](const std::string &) {};
 
 private:
+	// A run of LOOP blocks accessed since the last tick (touched) or before it, not dropped yet.
+	struct TailSpan {
+		uint64_t first, last;
+		bool touched;
+	};
 	struct File {
 		std::unique_ptr<PinnedFile> pf;
+		std::vector<TailSpan> tail_spans;
 		uint64_t accesses = 0, by_class[LLMCACHE_NR_CLASSES] = {};
 		uint64_t dropped = 0, tail = 0, cold = 0; // blocks: scans dropped, loop tails dropped, made cold
 		std::vector<uint32_t> mappers; // live pids that faulted it through mmap
 		bool mapped = false;           // engines map it: more memcg headroom (kept after they exit)
 	};
 	struct SeqState {
-		uint64_t created_vt = 0, last_ns = 0, dropped_to = 0; // dropped_to: blocks below it are done
+		uint64_t created_vt = 0, last_ns = 0, dropped_to = 0; // dropped_to: scan blocks below it are done
 	};
 	Manager() = default;
 	// Manage path; with expect_id (automatic mode), only if it is still that file and not too small.
@@ -86,7 +92,8 @@ private:
 	uint64_t headroom() const;
 	void drop_range(File &f, uint64_t first, uint64_t count, uint64_t &counter);
 	void drop_scans(uint64_t now_ns);
-	void drop_loop_tails(const std::vector<std::vector<Range>> &planned);
+	void note_tail(File &f, uint64_t block);
+	void drop_loop_tails(const std::vector<std::vector<Range>> &planned, bool pins_full);
 
 	Options o_;
 	void *mem_ = nullptr;

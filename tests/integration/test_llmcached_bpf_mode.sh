@@ -167,8 +167,10 @@ if [ "$mmap_hooks" = "mmap: filemap" ] || [ "$mmap_hooks" = "mmap: kprobe" ]; th
 		--access mmap --drop-cache >/dev/null
 	for _ in $(seq 50); do [ "$(status_num pinned)" = 2048 ] && break; sleep 0.1; done
 	check "mmap engine: 2048 blocks pinned ($(status_num pinned))" test "$(status_num pinned)" = 2048
-	check "mmap engine: passed loop blocks made cold in the engine ($(status_num cold_blocks) blocks)" \
-		test "$(status_num cold_blocks)" -gt 0
+	# The pinned blocks lead the loop, so the engine never faults on its first block again: the passed
+	# blocks must be found from the faults themselves. 5 of the 6 sweeps see the loop, 22528 blocks each.
+	check "mmap engine: passed loop blocks made cold in the engine ($(status_num cold_blocks) blocks, 2 sweeps: 45056)" \
+		test "$(status_num cold_blocks)" -ge 45056
 	check "mmap engine: no process_madvise refused" test "$(status_num cold_denied)" = 0
 	stop || true
 else
