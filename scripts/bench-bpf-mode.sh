@@ -9,10 +9,11 @@
 # measured runs of TOKENS tokens each. Printed: the median tokens/s; the bytes read from disk per token
 # (getrusage ru_inblock of the run, through /usr/bin/time %I: the read I/O the engine waited for,
 # start-up files included); with llmcached, the blocks S it pinned, the analytic floor (N - S) blocks per
-# token, where the pins were charged (the engine's memory cgroup, or the daemon's) and what the daemon
-# read itself. Then the same with the disk throttled to THROTTLE bytes/s (200 MB/s by default, an eMMC-
-# class device: the paper's premise that storage is the bottleneck) for the engines of both modes
-# (cgroup v1 blkio.throttle.read_bps_device, or v2 io.max), with TOKENS_THROTTLED tokens per run.
+# token, where the pins were charged (the engine's memory cgroup, or the daemon's), what the daemon
+# read itself and its CPU time over the case. Then the same with the disk throttled to THROTTLE bytes/s
+# (200 MB/s by default, an eMMC-class device: the paper's premise that storage is the bottleneck) for
+# the engines of both modes (cgroup v1 blkio.throttle.read_bps_device, or v2 io.max), with
+# TOKENS_THROTTLED tokens per run.
 # Needs root, BPF and a memory cgroup (v1 or v2). Documentation/evaluation.md has figures.
 # Usage: scripts/bench-bpf-mode.sh BIN_DIR [RESULTS_DIR] [RUNS]
 set -euo pipefail
@@ -115,6 +116,7 @@ for access in ${LLMCACHE_BENCH_ACCESS:-pread mmap}; do
 	cg=$cgroot/llmcache-bench-$$-llmcached
 	unevictable=$(awk '$1 == "unevictable" { print $2 }' "$cg/memory.stat" 2>/dev/null || echo 0)
 	daemon_read=$(awk '/^read_bytes/ { print $2 }' "/proc/$daemon/io")
+	daemon_cpu_ms=$(awk -v hz="$(getconf CLK_TCK)" '{ print int(($14 + $15) * 1000 / hz) }' "/proc/$daemon/stat")
 	kill "$daemon"; wait "$daemon" || true; daemon=
 	declare -A tps=()
 	for mode in stock llmcached; do
@@ -126,7 +128,7 @@ for access in ${LLMCACHE_BENCH_ACCESS:-pread mmap}; do
 			floor=$(awk -v n="$n_blocks" -v s="$pinned" 'BEGIN { printf "%.1f", (n - s) * 4096 / 1e6 }')
 			notes="$(awk -v a="${tps[llmcached]}" -v b="${tps[stock]}" 'BEGIN { printf "%.2fx tokens/s", a / b }');"
 			notes+=" pins charged to the engine's cgroup: $((${unevictable:-0} >> 20)) of $((pinned * 4096 >> 20)) MiB;"
-			notes+=" llmcached read $((daemon_read >> 20)) MiB itself"
+			notes+=" llmcached read $((daemon_read >> 20)) MiB itself and used $daemon_cpu_ms ms of CPU"
 		fi
 		printf '%-6s %-9s %-10s %9s %14s %10s %21s  %s\n' "$access" "$([ "$bps" = 0 ] && echo as-is || echo "$((bps / 1000000))MB/s")" \
 			"$mode" "${tps[$mode]}" "$mb" "$p" "$floor" "$notes"
