@@ -230,7 +230,8 @@ void Manager::tick(uint64_t now_ns)
 		left -= std::min(left, files_[i].pf->locked() - before);
 	}
 	drop_scans(now_ns);
-	drop_loop_tails(want, pinned_blocks() >= budget);
+	planned_ = std::move(want);
+	drop_tails();
 }
 
 void Manager::drop_range(File &f, uint64_t first, uint64_t count, uint64_t &counter)
@@ -308,7 +309,7 @@ void Manager::note_tail(File &f, uint64_t block)
 // loop again, so the core never sees that loop start a new iteration, and its cursor stays at the end.
 // A span still growing keeps its last SCAN_LAG blocks for the next tick; one that did not grow since
 // the last tick goes whole. Pinned blocks stay, and so do planned ones while the pins have room left.
-void Manager::drop_loop_tails(const std::vector<std::vector<Range>> &planned, bool pins_full)
+void Manager::drop_tails()
 {
 	if (memcg_limit_ == UINT64_MAX) {
 		for (File &f : files_)
@@ -316,6 +317,7 @@ void Manager::drop_loop_tails(const std::vector<std::vector<Range>> &planned, bo
 		return;
 	}
 	const uint64_t cap = memcg_limit_ > headroom() ? (memcg_limit_ - headroom()) / BS : 0;
+	const bool pins_full = pinned_blocks() >= budget_blocks();
 	for (size_t i = 0; i < files_.size(); i++) {
 		File &f = files_[i];
 		if (f.pf->blocks() <= cap) {
@@ -325,8 +327,8 @@ void Manager::drop_loop_tails(const std::vector<std::vector<Range>> &planned, bo
 		auto keep = [&](uint64_t b) {
 			if (f.pf->locked_in(b, 1))
 				return true;
-			if (!pins_full)
-				for (const Range &r : planned[i])
+			if (!pins_full && i < planned_.size())
+				for (const Range &r : planned_[i])
 					if (b >= r.first && b < r.first + r.count)
 						return true;
 			return false;
@@ -347,6 +349,14 @@ void Manager::drop_loop_tails(const std::vector<std::vector<Range>> &planned, bo
 		}
 		f.tail_spans = std::move(left);
 	}
+}
+
+bool Manager::tails_pending() const
+{
+	for (const File &f : files_)
+		if (!f.tail_spans.empty())
+			return true;
+	return false;
 }
 
 void Manager::release()

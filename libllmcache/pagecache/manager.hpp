@@ -7,12 +7,13 @@
  *   following llc_pin_plan() within the budget: loops by increasing period, each from its lowest block;
  * - finished scans (SEQ sequences not touched for scan_idle) are dropped (scan_drop.hpp):
  *   posix_fadvise(DONTNEED), but not for mapped files, whose loops look like one scan;
- * - so are the unpinned blocks a loop's cursor has passed, when the engine's memory cgroup cannot hold
- *   the loop (they would be evicted before their next use anyway), with MADV_PAGEOUT for mappers;
+ * - so are the unpinned loop blocks the engine has passed, when its memory cgroup cannot hold the loop
+ *   (they would be evicted before their next use anyway), with MADV_PAGEOUT for mappers;
  * - the budget is capped below the memory limit of the engines' cgroup (memcg.hpp), since nothing gives
  *   mlocked pages back under pressure the way the module's shrinker does.
  * Managed files are the ones named at start (manage) and, in automatic mode, every file the feed names
  * (the feed applies the pid / cgroup and minimum-size filters). tick() applies the plan and the drops;
+ * drop_tails(), called more often, only the loop tails;
  * status() renders the state as "key value" lines for llmcachectl (Documentation/userspace-mode.md).
  * Not thread-safe: the caller serialises.
  */
@@ -61,6 +62,10 @@ public:
 	void on_access(const llmcache_access &a);
 	// Apply the pin plan and drop finished scans. now_ns is CLOCK_MONOTONIC, as in the records.
 	void tick(uint64_t now_ns);
+	// Drop the passed loop tails only (tick() does too). Between ticks, while tails_pending(): a fast
+	// engine passes more than its cgroup's headroom in one tick.
+	void drop_tails();
+	bool tails_pending() const;
 	void release(); // unlock every pin
 
 	std::string status(const FeedInfo &feed) const;
@@ -93,7 +98,6 @@ private:
 	void drop_range(File &f, uint64_t first, uint64_t count, uint64_t &counter);
 	void drop_scans(uint64_t now_ns);
 	void note_tail(File &f, uint64_t block);
-	void drop_loop_tails(const std::vector<std::vector<Range>> &planned, bool pins_full);
 
 	Options o_;
 	void *mem_ = nullptr;
@@ -101,6 +105,7 @@ private:
 	std::vector<File> files_;                // core file key = index + 1
 	llmcache::sim::FlatMap<uint32_t> by_id_{64}; // (dev, inode) -> key; 0: not managed
 	std::vector<SeqState> seqs_;
+	std::vector<std::vector<Range>> planned_; // the last tick's pin plan, per file
 	std::vector<uint32_t> pids_;             // engines seen, for the memcg cap
 	uint64_t readahead_ = 0; // the largest readahead window of the managed files' devices
 	uint64_t memcg_limit_ = UINT64_MAX, released_ = 0, cold_denied_ = 0, last_prune_ns_ = 0;
