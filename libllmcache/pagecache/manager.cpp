@@ -304,11 +304,11 @@ void Manager::note_tail(File &f, uint64_t block)
 // page tables, and activated at once when a large folio has several young entries) a second chance
 // and takes the readahead pages instead, which are then read twice.
 //
-// The passed blocks are the spans of LOOP accesses noted since the last tick, as the module does
+// The passed blocks are the spans of LOOP accesses noted since the last call, as the module does
 // (kmod/tail.c), not the core's cursor: an mmap engine does not fault on the pinned first blocks of a
 // loop again, so the core never sees that loop start a new iteration, and its cursor stays at the end.
-// A span still growing keeps its last SCAN_LAG blocks for the next tick; one that did not grow since
-// the last tick goes whole. Pinned blocks stay, and so do planned ones while the pins have room left.
+// A span still growing keeps its last SCAN_LAG blocks for the next call; one that did not grow since
+// the last call goes whole. Pinned blocks stay, and so do planned ones while the pins have room left.
 void Manager::drop_tails()
 {
 	if (memcg_limit_ == UINT64_MAX) {

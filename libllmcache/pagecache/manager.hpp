@@ -74,7 +74,7 @@ public:
 	std::function<void(const std::string &)> log = [](const std::string &) {};
 
 private:
-	// A run of LOOP blocks accessed since the last tick (touched) or before it, not dropped yet.
+	// A run of LOOP blocks accessed since the last drop_tails() (touched) or before it, not dropped yet.
 	struct TailSpan {
 		uint64_t first, last;
 		bool touched;
