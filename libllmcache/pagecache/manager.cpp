@@ -335,7 +335,9 @@ void Manager::drop_tails()
 		};
 		std::vector<TailSpan> left;
 		for (const TailSpan &t : f.tail_spans) {
-			const uint64_t to = !t.touched ? t.last + 1 : t.last >= t.first + SCAN_LAG ? t.last + 1 - SCAN_LAG : t.first;
+			uint64_t to = t.last + 1; // a span that stopped growing goes whole
+			if (t.touched)
+				to = to >= t.first + SCAN_LAG ? to - SCAN_LAG : t.first;
 			for (uint64_t b = t.first; b < to;) {
 				uint64_t e = b;
 				while (e < to && !keep(e))
