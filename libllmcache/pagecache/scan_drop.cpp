@@ -71,7 +71,10 @@ long cold_blocks(pid_t pid, dev_t dev, uint64_t inode, uint64_t first, uint64_t 
 		const long n = syscall(SYS_process_madvise, pidfd, &iov[i], std::min<size_t>(IOV_MAX, iov.size() - i),
 				       MADV_PAGEOUT, 0u);
 		if (n < 0) {
-			done = -errno;
+			// ENOMEM: the range is no longer mapped (the engine unmapped it or is exiting since its
+			// maps were read), which is not a refusal.
+			if (errno != ENOMEM)
+				done = -errno;
 			break;
 		}
 		done += n;

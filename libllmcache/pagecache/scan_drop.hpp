@@ -33,7 +33,8 @@ std::vector<Mapping> find_mappings(std::string_view maps, unsigned major, unsign
 int drop_blocks(int fd, uint64_t first, uint64_t count);
 
 // process_madvise(MADV_PAGEOUT) of blocks [first, first + count) of the file wherever pid maps it.
-// Returns the bytes advised (0 when pid does not map that part), or -errno: -EPERM when refused,
+// Returns the bytes advised (0 when pid does not map that part, or no longer does by the time of the
+// call), or -errno: -EPERM when refused,
 // -ENOSYS when the kernel has no process_madvise, -ESRCH when pid is gone.
 long cold_blocks(pid_t pid, dev_t dev, uint64_t inode, uint64_t first, uint64_t count);
 
