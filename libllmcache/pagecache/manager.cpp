@@ -132,7 +132,7 @@ void Manager::on_access(const llmcache_access &a)
 		f.mappers.push_back(a.pid);
 	for (uint64_t b = a.first_block; b < a.first_block + a.nr_blocks; b++) {
 		const llc_verdict v = llc_access(core_, *k, b, a.time_ns);
-		if (v.cls == LLMCACHE_CLASS_LOOP)
+		if (v.cls == LLMCACHE_CLASS_LOOP && memcg_limit_ != UINT64_MAX) // else tails are kept
 			note_tail(f, b);
 		f.accesses++;
 		f.by_class[v.cls]++;
@@ -234,16 +234,22 @@ void Manager::tick(uint64_t now_ns)
 	drop_tails();
 }
 
-void Manager::drop_range(File &f, uint64_t first, uint64_t count, uint64_t &counter)
+void Manager::drop_ranges(File &f, const std::vector<Range> &ranges, uint64_t &counter)
 {
-	if (!drop_blocks(f.pf->fd(), first, count))
-		counter += count;
+	if (ranges.empty())
+		return;
+	uint64_t blocks = 0;
+	for (const Range &r : ranges) {
+		blocks += r.count;
+		if (!drop_blocks(f.pf->fd(), r.first, r.count))
+			counter += r.count;
+	}
 	for (uint32_t pid : f.mappers) {
-		const long r = cold_blocks(pid_t(pid), f.pf->dev(), f.pf->inode(), first, count);
+		const long r = cold_blocks(pid_t(pid), f.pf->dev(), f.pf->inode(), ranges);
 		if (r > 0)
 			f.cold += uint64_t(r) / BS;
 		else if (r < 0 && r != -ESRCH) {
-			cold_denied_ += count;
+			cold_denied_ += blocks;
 			if (!warned_cold_) {
 				warned_cold_ = true;
 				log("process_madvise(MADV_PAGEOUT) on pid " +
@@ -273,14 +279,16 @@ void Manager::drop_scans(uint64_t now_ns)
 		if (f.mapped)
 			continue;
 		// Only the blocks still in this sequence: re-read blocks moved to HOT or LOOP sequences stay.
+		std::vector<Range> ranges;
 		for (uint64_t b = from; b < to;) {
 			uint64_t e = b;
 			while (e < to && llc_lookup(core_, q->file, e) == id)
 				e++;
 			if (e > b)
-				drop_range(f, b, e - b, f.dropped);
+				ranges.push_back({b, e - b});
 			b = e + 1;
 		}
+		drop_ranges(f, ranges, f.dropped);
 		s.dropped_to = to;
 	}
 }
@@ -311,11 +319,8 @@ void Manager::note_tail(File &f, uint64_t block)
 // the last call goes whole. Pinned blocks stay, and so do planned ones while the pins have room left.
 void Manager::drop_tails()
 {
-	if (memcg_limit_ == UINT64_MAX) {
-		for (File &f : files_)
-			f.tail_spans.clear(); // no known limit: the loop may well fit
-		return;
-	}
+	if (memcg_limit_ == UINT64_MAX)
+		return; // no known limit: the loop may well fit, and on_access() noted nothing
 	const uint64_t cap = memcg_limit_ > headroom() ? (memcg_limit_ - headroom()) / BS : 0;
 	const bool pins_full = pinned_blocks() >= budget_blocks();
 	for (size_t i = 0; i < files_.size(); i++) {
@@ -334,6 +339,7 @@ void Manager::drop_tails()
 			return false;
 		};
 		std::vector<TailSpan> left;
+		std::vector<Range> ranges;
 		for (const TailSpan &t : f.tail_spans) {
 			uint64_t to = t.last + 1; // a span that stopped growing goes whole
 			if (t.touched)
@@ -343,12 +349,13 @@ void Manager::drop_tails()
 				while (e < to && !keep(e))
 					e++;
 				if (e > b)
-					drop_range(f, b, e - b, f.tail);
+					ranges.push_back({b, e - b});
 				b = e + 1;
 			}
 			if (to <= t.last)
 				left.push_back({to, t.last, false});
 		}
+		drop_ranges(f, ranges, f.tail);
 		f.tail_spans = std::move(left);
 	}
 }

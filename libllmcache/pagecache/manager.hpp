@@ -95,7 +95,7 @@ private:
 	int add_file(const std::string &path, std::string &err, uint64_t expect_id = 0);
 	void note_pid(uint32_t pid);
 	uint64_t headroom() const;
-	void drop_range(File &f, uint64_t first, uint64_t count, uint64_t &counter);
+	void drop_ranges(File &f, const std::vector<Range> &ranges, uint64_t &counter);
 	void drop_scans(uint64_t now_ns);
 	void note_tail(File &f, uint64_t block);
 

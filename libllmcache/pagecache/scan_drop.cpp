@@ -47,7 +47,7 @@ int drop_blocks(int fd, uint64_t first, uint64_t count)
 	return -e;
 }
 
-long cold_blocks(pid_t pid, dev_t dev, uint64_t inode, uint64_t first, uint64_t count)
+long cold_blocks(pid_t pid, dev_t dev, uint64_t inode, const std::vector<Range> &ranges)
 {
 	std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
 	if (!in)
@@ -55,12 +55,14 @@ long cold_blocks(pid_t pid, dev_t dev, uint64_t inode, uint64_t first, uint64_t 
 	std::stringstream text;
 	text << in.rdbuf();
 	std::vector<iovec> iov;
-	const uint64_t lo = first * BS, hi = (first + count) * BS;
-	for (const Mapping &m : find_mappings(text.str(), major(dev), minor(dev), inode)) {
-		const uint64_t a = std::max(lo, m.offset), b = std::min(hi, m.offset + (m.end - m.start));
-		if (a < b)
-			iov.push_back({reinterpret_cast<void *>(m.start + (a - m.offset)), size_t(b - a)});
-	}
+	const std::vector<Mapping> maps = find_mappings(text.str(), major(dev), minor(dev), inode);
+	for (const Range &r : ranges)
+		for (const Mapping &m : maps) {
+			const uint64_t a = std::max(r.first * BS, m.offset);
+			const uint64_t b = std::min((r.first + r.count) * BS, m.offset + (m.end - m.start));
+			if (a < b)
+				iov.push_back({reinterpret_cast<void *>(m.start + (a - m.offset)), size_t(b - a)});
+		}
 	if (iov.empty())
 		return 0;
 	const int pidfd = int(syscall(SYS_pidfd_open, pid, 0));

@@ -12,6 +12,8 @@
  * normally.
  */
 #pragma once
+#include "pagecache/pinned_file.hpp"
+
 #include <sys/types.h>
 
 #include <cstdint>
@@ -32,10 +34,10 @@ std::vector<Mapping> find_mappings(std::string_view maps, unsigned major, unsign
 // posix_fadvise(DONTNEED) of blocks [first, first + count) of fd. Returns 0 or -errno.
 int drop_blocks(int fd, uint64_t first, uint64_t count);
 
-// process_madvise(MADV_PAGEOUT) of blocks [first, first + count) of the file wherever pid maps it.
-// Returns the bytes advised (0 when pid does not map that part, or no longer does by the time of the
-// call), or -errno: -EPERM when refused,
+// process_madvise(MADV_PAGEOUT) of the ranges of blocks of the file wherever pid maps them, in one
+// read of its maps. Returns the bytes advised (0 when pid does not map them, or no longer does by the
+// time of the call), or -errno: -EPERM when refused,
 // -ENOSYS when the kernel has no process_madvise, -ESRCH when pid is gone.
-long cold_blocks(pid_t pid, dev_t dev, uint64_t inode, uint64_t first, uint64_t count);
+long cold_blocks(pid_t pid, dev_t dev, uint64_t inode, const std::vector<Range> &ranges);
 
 } // namespace llmcache::pagecache
