@@ -1,19 +1,18 @@
 // SPDX-License-Identifier: MIT
 #include "kv/storage_pool.hpp"
 
+#include "kv/io_memory.hpp"
+
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <new>
 #include <random>
 
 namespace llmcache::kv {
@@ -31,14 +30,11 @@ struct Timer {
 
 SlabBuffer::SlabBuffer(uint64_t slab_bytes, uint64_t payload_bytes)
 {
-	auto p = static_cast<uint8_t *>(std::aligned_alloc(SLAB_ALIGN, slab_bytes));
-	if (!p)
-		throw std::bad_alloc();
-	std::memset(p + payload_bytes, 0, slab_bytes - payload_bytes);
-	base_.reset(p);
+	base_ = std::unique_ptr<uint8_t, Free>(io_memory::slab_alloc(slab_bytes), Free{slab_bytes});
+	std::memset(base_.get() + payload_bytes, 0, slab_bytes - payload_bytes);
 }
 
-void SlabBuffer::Free::operator()(uint8_t *p) const { std::free(p); }
+void SlabBuffer::Free::operator()(uint8_t *p) const { io_memory::slab_free(p, slab_bytes); }
 
 int StoragePool::open(const StorageConfig &cfg, std::unique_ptr<StoragePool> &out, std::string &err)
 {
@@ -92,10 +88,8 @@ int StoragePool::open(const StorageConfig &cfg, std::unique_ptr<StoragePool> &ou
 	p->pool_id_ = ((uint64_t)rd() << 32) ^ rd() ^ (uint64_t)getpid() << 16;
 
 	p->bufs_len_ = cfg.slab_bytes * cfg.queue_depth;
-	void *b = mmap(nullptr, p->bufs_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-	if (b == MAP_FAILED)
+	if (!(p->bufs_ = io_memory::map(p->bufs_len_, true)))
 		return err = "cannot allocate " + std::to_string(p->bufs_len_) + " bytes of I/O buffers", -ENOMEM;
-	p->bufs_ = static_cast<uint8_t *>(b);
 	const char *step = "set up io_uring";
 	int r = cfg.use_io_uring ? p->setup_ring(step) : -EPERM;
 	if (r < 0) {
@@ -111,8 +105,7 @@ int StoragePool::open(const StorageConfig &cfg, std::unique_ptr<StoragePool> &ou
 
 StoragePool::~StoragePool()
 {
-	if (bufs_)
-		munmap(bufs_, bufs_len_);
+	io_memory::unmap(bufs_, bufs_len_);
 	if (fd_ >= 0)
 		close(fd_);
 }

@@ -48,7 +48,7 @@ struct SlabWrite {
 
 // Memory laid out as a slab (SLAB_ALIGN-aligned, payload, zero tail, header room at the end): the CPU
 // pool keeps its pages in these so that a spill writes them straight to the device (O_DIRECT needs the
-// alignment).
+// alignment). Carved from huge-page regions (io_memory.hpp).
 class SlabBuffer {
 public:
 	SlabBuffer() = default;
@@ -60,6 +60,7 @@ public:
 
 private:
 	struct Free {
+		uint64_t slab_bytes; // value-initialized (0) in an empty SlabBuffer
 		void operator()(uint8_t *p) const;
 	};
 	std::unique_ptr<uint8_t, Free> base_;

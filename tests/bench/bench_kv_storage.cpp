@@ -15,7 +15,8 @@
 // the I/O buffer: fio's work plus the checksums); a restore into memory is what the pool update does
 // when a page comes back: each payload is copied into a SlabBuffer of its own while its CRC32C is
 // computed (SlabRead::dst, one pass over the data). The copy's CPU rate without I/O, verify-then-copy
-// against the fused form, is printed first.
+// against the fused form, is printed first. fio's buffers are in hugetlb pages when they can be
+// reserved, as the pool's are in transparent huge pages (fio_memory()).
 #include "kv/crc32c.hpp"
 #include "kv/storage_pool.hpp"
 
@@ -58,12 +59,14 @@ double json_number(const std::string &out, const std::string &key, size_t from)
 // fio's bandwidth in bytes/s for one sequential pass (rw = write or read) with O_DIRECT, io_uring,
 // registered buffers and a registered file: the same mechanisms the pool uses. cpu_per_gb: fio's CPU
 // seconds (user + system, from its own accounting) per GB moved.
-double fio_bw(const std::string &target, const char *rw, uint64_t bs, unsigned qd, uint64_t bytes, double &cpu_per_gb)
+// fio_mem: fio's --mem, the kind of memory its buffers are in.
+double fio_bw(const std::string &target, const char *rw, uint64_t bs, unsigned qd, uint64_t bytes,
+	      const std::string &fio_mem, double &cpu_per_gb)
 {
 	const std::string cmd = "fio --name=kv --filename=" + target + " --rw=" + rw + " --bs=" + std::to_string(bs) +
 				" --iodepth=" + std::to_string(qd) + " --size=" + std::to_string(bytes) +
 				" --ioengine=io_uring --direct=1 --fixedbufs=1 --registerfiles=1 --offset=0"
-				" --numjobs=1 --output-format=json 2>&1";
+				" --mem=" + fio_mem + " --numjobs=1 --output-format=json 2>&1";
 	FILE *p = popen(cmd.c_str(), "r");
 	if (!p)
 		die("cannot run fio");
@@ -81,6 +84,63 @@ double fio_bw(const std::string &target, const char *rw, uint64_t bs, unsigned q
 	const double runtime_s = json_number(out, "job_runtime", job) / 1e3;
 	cpu_per_gb = (json_number(out, "usr_cpu", sec) + json_number(out, "sys_cpu", sec)) / 100 * runtime_s / (io / 1e9);
 	return bw;
+}
+
+uint64_t meminfo_kb(const char *key)
+{
+	std::ifstream in("/proc/meminfo");
+	for (std::string k; in >> k;) {
+		uint64_t v = 0;
+		in >> v;
+		if (k == std::string(key) + ":")
+			return v;
+		in.ignore(256, '\n');
+	}
+	return 0;
+}
+
+// The pool's I/O buffers and slabs sit in transparent huge pages (kv/io_memory.hpp), which fio's
+// default buffers do not: fio gets hugetlb pages (--mem=mmaphuge) for its buffers, reserved here for
+// the run and given back at exit, so both sides move data to and from physically contiguous memory.
+// Returns fio's --mem and says which memory each side uses.
+std::string fio_memory(unsigned qd, uint64_t sb)
+{
+	static long old_pages = -1;
+	const uint64_t huge = meminfo_kb("Hugepagesize") << 10;
+	const long need = huge ? long((qd * sb + huge - 1) / huge) + 2 : 0;
+	std::string why = "no hugetlb page size in /proc/meminfo";
+	if (huge) {
+		std::ifstream("/proc/sys/vm/nr_hugepages") >> old_pages;
+		if (old_pages >= 0 && std::ofstream("/proc/sys/vm/nr_hugepages") << old_pages + need << std::endl &&
+		    meminfo_kb("HugePages_Free") >= (uint64_t)need) {
+			std::atexit([] {
+				std::ofstream("/proc/sys/vm/nr_hugepages") << old_pages << std::endl;
+			});
+			std::printf("buffers: fio's in %ld hugetlb pages of %llu KiB, reserved for the run (--mem=mmaphuge); the "
+				    "pool's in transparent huge pages\n",
+				    need, (unsigned long long)(huge >> 10));
+			return "mmaphuge";
+		}
+		why = old_pages < 0 ? "cannot read /proc/sys/vm/nr_hugepages" : "cannot reserve them (not root, or memory too fragmented)";
+		if (old_pages >= 0)
+			std::ofstream("/proc/sys/vm/nr_hugepages") << old_pages << std::endl;
+	}
+	std::printf("buffers: fio's in 4 KiB pages (no hugetlb pages for fio: %s); the pool's in transparent huge "
+		    "pages, which favours the pool\n",
+		    why.c_str());
+	return "malloc";
+}
+
+// The share of this process's anonymous memory that transparent huge pages back: how much of the
+// pool's memory the kernel gave huge pages (the I/O buffers, the pages spilled and restored).
+double anon_huge_share()
+{
+	std::ifstream in("/proc/self/smaps_rollup");
+	unsigned long long anon = 0, huge = 0;
+	for (std::string line; std::getline(in, line);)
+		if (std::sscanf(line.c_str(), "Anonymous: %llu", &anon) != 1)
+			std::sscanf(line.c_str(), "AnonHugePages: %llu", &huge);
+	return anon ? (double)huge / (double)anon : 0;
 }
 
 // Writes back what an earlier phase left dirty (a loop device's backing file) before a timed phase.
@@ -277,6 +337,8 @@ int main(int argc, char **argv)
 		std::memset(d.get(), 0, sb - sizeof(SlabHeader));
 	std::printf("restore into memory without I/O, per CPU-second: verify then copy %.1f GB/s, fused %.1f GB/s\n",
 		    two_pass / 1e9, fused / 1e9);
+	const std::string fio_mem = fio_memory(qd, sb);
+	std::printf("transparent huge pages back %.0f%% of this process's anonymous memory\n", 100 * anon_huge_share());
 	std::string targets = argv[1];
 	bool ok = true;
 	for (size_t start = 0; start <= targets.size();) {
@@ -300,13 +362,13 @@ int main(int argc, char **argv)
 			PoolRun one, calls;
 			std::vector<SlabRead> reads;
 			flush(target);
-			fw.push_back(fio_bw(target, "write", sb, qd, bytes, cpu));
+			fw.push_back(fio_bw(target, "write", sb, qd, bytes, fio_mem, cpu));
 			fuw.push_back(cpu);
 			spill(target, *pool, payloads, crcs, n_slabs, n_slabs, reads, one);
 			if (i % 2)
 				restore(target, *pool, reads, nullptr, n_slabs, one);
 			flush(target);
-			fr.push_back(fio_bw(target, "read", sb, qd, bytes, cpu));
+			fr.push_back(fio_bw(target, "read", sb, qd, bytes, fio_mem, cpu));
 			fur.push_back(cpu);
 			if (i % 2 == 0)
 				restore(target, *pool, reads, nullptr, n_slabs, one);
