@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <stdexcept>
 #include <vector>
 
 namespace llmcache::kv::io_memory {
@@ -82,6 +83,8 @@ void unmap(uint8_t *p, size_t len)
 
 uint8_t *slab_alloc(uint64_t slab_bytes)
 {
+	if (!slab_bytes)
+		throw std::invalid_argument("io_memory: a slab of 0 bytes");
 	State &s = state();
 	std::lock_guard g(s.lock);
 	SizeClass &c = s.size_class(slab_bytes);

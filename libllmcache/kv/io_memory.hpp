@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * Memory that O_DIRECT transfers read and write: the storage pool's registered I/O buffers and the
- * slabs the CPU pool keeps its pages in (Documentation/kv.md, "I/O memory"). It is mapped 2 MiB-aligned
- * and marked MADV_HUGEPAGE, so that where the kernel grants transparent huge pages a 299 KB slab is one
+ * slabs the CPU pool keeps its pages in (Documentation/kv.md, "Pools"). It is mapped 2 MiB-aligned and
+ * marked MADV_HUGEPAGE, so that where the kernel grants transparent huge pages a 299 KB slab is one
  * or two physically contiguous pieces instead of 73 scattered 4 KiB pages. A request's scatter-gather
  * list then has one or two entries instead of 73: a virtio disk without indirect descriptors (the test
  * machines') otherwise fills its ring with a few such requests and the block layer requeues the rest,
@@ -27,7 +27,8 @@ constexpr size_t HUGE_PAGE = 2u << 20;
 uint8_t *map(size_t len, bool populate);
 void unmap(uint8_t *p, size_t len); // len as given to map()
 
-// One slab of slab_bytes (a multiple of 4096, at most 1 GiB), 4096-aligned. Throws std::bad_alloc.
+// One slab of slab_bytes (a multiple of 4096, at most 1 GiB), 4096-aligned. Throws std::bad_alloc
+// (std::invalid_argument for 0 bytes).
 uint8_t *slab_alloc(uint64_t slab_bytes);
 void slab_free(uint8_t *p, uint64_t slab_bytes);
 
