@@ -14,7 +14,7 @@
 // against what reading the same pages whole would move.
 // The query is a fixed direction plus a small per-step change. The full model (32 layers x 32K x batch 8 is
 // 128 GiB of KV) does not fit this machine's time or disk: LAYERS layers are measured and the figures
-// per layer are multiplied by 32 for the model, labelled as such.
+// per layer are multiplied by 32 for the model, labelled as such (measured totals when LAYERS is 32).
 #include "kv/kv_store.hpp"
 
 #include <sys/utsname.h>
@@ -176,8 +176,13 @@ int main(int argc, char **argv)
 		    u.release, device.c_str());
 	std::printf("LLaMA-2-7B-shaped KV: %u heads x head dim %u, fp16, pages of 32 tokens; per sequence a CPU budget of "
 		    "1/4 of its KV, recent window 5%%, sink 4, top-k budget 10%% of the context.\n", HEADS, HEAD_DIM);
-	std::printf("MEASURED on %u layer(s), %u decode steps after one warm-up step (median); \"x32\" columns are the "
-		    "per-layer figures times 32 (the model's layers), an EXTRAPOLATION, not a measurement.\n", layers, steps);
+	if (layers == MODEL_LAYERS)
+		std::printf("MEASURED on all %u layers, %u decode steps after one warm-up step (median); \"x32\" columns are "
+			    "the measured totals over the model's 32 layers.\n", layers, steps);
+	else
+		std::printf("MEASURED on %u layer(s), %u decode steps after one warm-up step (median); \"x32\" columns are the "
+			    "per-layer figures times 32 (the model's layers), an EXTRAPOLATION, not a measurement.\n",
+			    layers, steps);
 	if (heavy)
 		std::printf("Keys: random, except one page in %u whose keys lean toward the query (concentrated importance).\n",
 			    heavy);
