@@ -19,8 +19,10 @@ mkdir -p "$out"
 command -v fio >/dev/null || { echo "bench-kv: fio is missing: run make deps (scripts/deps/kv.list)" >&2; exit 1; }
 dir=$(mktemp -d "${KV_BENCH_DIR:-/var/tmp}/llmcache-kvbench.XXXXXX")
 loop=
+hugepages=$(cat /proc/sys/vm/nr_hugepages 2>/dev/null || true) # bench_kv_storage reserves some for fio
 cleanup() {
 	[ -n "$loop" ] && losetup -d "$loop" 2>/dev/null
+	[ -z "$hugepages" ] || echo "$hugepages" 2>/dev/null >/proc/sys/vm/nr_hugepages || true
 	rm -rf "$dir"
 }
 trap cleanup EXIT
