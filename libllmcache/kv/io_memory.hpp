@@ -11,8 +11,8 @@
  *
  * Slabs of one size are carved from regions of about 8 MiB (whole huge pages). A region is unmapped
  * when its last slab is freed, except one empty region per slab size, kept for the next spill or
- * restore: memory mapped beyond the slabs in use is at most a region per size plus the free slots of
- * partly used regions.
+ * restore. A region is added only when no region of that size has a free slot, so what is mapped
+ * never exceeds the peak of slabs in use, rounded up to regions, plus the kept empty ones.
  */
 #pragma once
 #include <cstddef>
