@@ -9,11 +9,11 @@
  * than start + max(bytes read / bandwidth, multiply-accumulates / rate). Only scores cross to the host.
  */
 #include "csd/backend.hpp"
+#include "kv/io_memory.hpp"
 #include "kv/storage_pool.hpp"
 #include "kv/uring.hpp"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,7 +46,7 @@ public:
 		}
 		cv_.notify_all();
 		worker_.join();
-		munmap(buf_, (size_t)QD * cfg_.pool->slab_bytes());
+		kv::io_memory::unmap(buf_, (size_t)QD * cfg_.pool->slab_bytes());
 		close(fd_);
 	}
 	const char *name() const override { return "emulated"; }
@@ -216,12 +216,12 @@ int make_emulated_backend(const BackendConfig &cfg, std::unique_ptr<Backend> &ou
 	const int fd = open(cfg.pool->path().c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
 	if (fd < 0)
 		return err = "emulated backend: cannot open " + cfg.pool->path() + ": " + std::strerror(errno), -errno;
-	void *buf = mmap(nullptr, (size_t)EmulatedBackend::QD * cfg.pool->slab_bytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (buf == MAP_FAILED) {
+	uint8_t *buf = kv::io_memory::map((size_t)EmulatedBackend::QD * cfg.pool->slab_bytes(), false);
+	if (!buf) {
 		close(fd);
 		return err = "emulated backend: out of memory", -ENOMEM;
 	}
-	out = std::make_unique<EmulatedBackend>(cfg, fd, static_cast<uint8_t *>(buf));
+	out = std::make_unique<EmulatedBackend>(cfg, fd, buf);
 	return 0;
 }
 
