@@ -86,16 +86,13 @@ double fio_bw(const std::string &target, const char *rw, uint64_t bs, unsigned q
 	return bw;
 }
 
-uint64_t meminfo_kb(const char *key)
+// The number after "key:" in a /proc file of such lines (/proc/meminfo, smaps_rollup); 0 if absent.
+uint64_t proc_field(const char *path, const std::string &key)
 {
-	std::ifstream in("/proc/meminfo");
-	for (std::string k; in >> k;) {
-		uint64_t v = 0;
-		in >> v;
-		if (k == std::string(key) + ":")
-			return v;
-		in.ignore(256, '\n');
-	}
+	std::ifstream in(path);
+	for (std::string line; std::getline(in, line);)
+		if (line.compare(0, key.size() + 1, key + ":") == 0)
+			return std::strtoull(line.c_str() + key.size() + 1, nullptr, 10);
 	return 0;
 }
 
@@ -106,13 +103,13 @@ uint64_t meminfo_kb(const char *key)
 std::string fio_memory(unsigned qd, uint64_t sb)
 {
 	static long old_pages = -1;
-	const uint64_t huge = meminfo_kb("Hugepagesize") << 10;
+	const uint64_t huge = proc_field("/proc/meminfo", "Hugepagesize") << 10;
 	const long need = huge ? long((qd * sb + huge - 1) / huge) + 2 : 0;
 	std::string why = "no hugetlb page size in /proc/meminfo";
 	if (huge) {
 		std::ifstream("/proc/sys/vm/nr_hugepages") >> old_pages;
 		if (old_pages >= 0 && std::ofstream("/proc/sys/vm/nr_hugepages") << old_pages + need << std::endl &&
-		    meminfo_kb("HugePages_Free") >= (uint64_t)need) {
+		    proc_field("/proc/meminfo", "HugePages_Free") >= (uint64_t)need) {
 			std::atexit([] {
 				std::ofstream("/proc/sys/vm/nr_hugepages") << old_pages << std::endl;
 			});
@@ -135,12 +132,8 @@ std::string fio_memory(unsigned qd, uint64_t sb)
 // pool's memory the kernel gave huge pages (the I/O buffers, the pages spilled and restored).
 double anon_huge_share()
 {
-	std::ifstream in("/proc/self/smaps_rollup");
-	unsigned long long anon = 0, huge = 0;
-	for (std::string line; std::getline(in, line);)
-		if (std::sscanf(line.c_str(), "Anonymous: %llu", &anon) != 1)
-			std::sscanf(line.c_str(), "AnonHugePages: %llu", &huge);
-	return anon ? (double)huge / (double)anon : 0;
+	const uint64_t anon = proc_field("/proc/self/smaps_rollup", "Anonymous");
+	return anon ? (double)proc_field("/proc/self/smaps_rollup", "AnonHugePages") / (double)anon : 0;
 }
 
 // Writes back what an earlier phase left dirty (a loop device's backing file) before a timed phase.
