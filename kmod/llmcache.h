@@ -95,6 +95,7 @@ void llc_feed_cache(struct folio *folio, bool added);
 
 /* Registration (callers hold llc_reg_mutex, but for llc_file_new and llc_file_free). */
 struct llc_file *llc_file_by_mapping(struct address_space *mapping);
+struct llc_file *llc_file_find_rcu(struct address_space *mapping);
 struct llc_file *llc_file_new(struct file *file, gfp_t gfp); /* without the mutex */
 int llc_file_link(struct llc_file **fp, u64 *id);
 void llc_file_free(struct llc_file *f);
@@ -113,7 +114,17 @@ void llc_pin_removed(struct llc_file *f, struct folio *folio);
 bool llc_hold(struct llc_file *f, bool hot, pgoff_t index);
 bool llc_unhold(struct llc_file *f, bool hot, pgoff_t index);
 unsigned long llc_pin_shrink(unsigned long nr);
+unsigned long llc_pin_trim(void);
 struct llc_file *llc_file_by_id(u64 id);
+
+/* Pins under a memory cgroup's pressure (memcg.c). */
+struct mem_cgroup;
+int llc_memcg_init(void);
+void llc_memcg_exit(void);
+void llc_memcg_plan_begin(void);
+u64 llc_memcg_allowance(const struct mem_cgroup *memcg, u64 half);
+void llc_memcg_granted(const struct mem_cgroup *memcg, u64 blocks);
+void llc_memcg_range(const struct mem_cgroup *memcg, struct llc_file *f, pgoff_t first, u64 count);
 
 /* HOT protection (hot.c), SEQ invalidation (seq.c), the shrinker (shrink.c). */
 void llc_hot_kick(void);

@@ -45,6 +45,12 @@ static struct llc_file *llc_find_rcu(struct address_space *mapping)
 	return NULL;
 }
 
+/* The registered file of mapping, or NULL; caller holds rcu_read_lock(). */
+struct llc_file *llc_file_find_rcu(struct address_space *mapping)
+{
+	return llc_find_rcu(mapping);
+}
+
 /*
  * mm_filemap_get_pages fires once per batch of a read with [current position, end of request]: an event
  * with the end of the file's previous request and a start inside it continues that request and adds

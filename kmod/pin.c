@@ -19,7 +19,8 @@
  * Nor into a memory cgroup's OOM: pinned pages stay charged to the cgroup that read them, and that
  * cgroup's reclaim cannot free them (nor reach a shrinker that is not memcg-aware), so the files whose
  * pages one cgroup limit binds get at most half of that limit of pins together, taken when the plan is
- * cut (llc_plan_clamp); the engine keeps the other half.
+ * cut (llc_plan_clamp); the engine keeps the other half, and gets pins back when its own memory grows
+ * into theirs (memcg.c).
  * HOT protection (hot.c) holds folios the same way, in a second xarray per file.
  *
  * Held folios are also marked mlocked, as mlock() marks them (with NR_MLOCK accounted the same way).
@@ -49,10 +50,13 @@
 static struct llc_pin_range llc_plan[LLC_PLAN_MAX]; /* under llc_reg_mutex */
 static struct llc_pin_range llc_prev[LLC_PLAN_MAX]; /* the plan the pins follow now */
 static u32 llc_prev_n;
-/* What the plan may still pin under each memory cgroup limit met, while it is cut; under llc_reg_mutex. */
+/*
+ * What the plan may pin under each memory cgroup limit met, and what is left of it, while it is
+ * cut; under llc_reg_mutex.
+ */
 static struct llc_memcg_room {
 	struct mem_cgroup *memcg;
-	u64 left;
+	u64 room, left;
 } llc_memcg_room[LLC_PLAN_MAX];
 static u64 llc_cap = U64_MAX;                        /* blocks; lowered by the shrinker */
 static void llc_pin_worker(struct work_struct *w);
@@ -259,7 +263,8 @@ static struct mem_cgroup *llc_limiting_memcg(struct llc_file *f, pgoff_t first, 
 
 /*
  * Cut each file's ranges, in plan order, to its allowance, and the ranges of the files whose pages one
- * memory cgroup limit binds to half of that limit together. Returns the blocks cut.
+ * memory cgroup limit binds to half of that limit together, or less while the cgroup is short of
+ * memory (memcg.c). Returns the blocks cut.
  */
 static u64 llc_plan_clamp(u32 n)
 {
@@ -279,8 +284,10 @@ static u64 llc_plan_clamp(u32 n)
 		if (memcg) {
 			for (j = 0; j < nr_room && room[j].memcg != memcg; j++)
 				;
-			if (j == nr_room)
-				room[nr_room++] = (struct llc_memcg_room){ memcg, limit / 2 };
+			if (j == nr_room) {
+				limit = llc_memcg_allowance(memcg, limit / 2);
+				room[nr_room++] = (struct llc_memcg_room){ memcg, limit, limit };
+			}
 			left = min(left, room[j].left);
 			room[j].left -= min(room[j].left, min(left, llc_plan[i].count));
 		}
@@ -288,7 +295,11 @@ static u64 llc_plan_clamp(u32 n)
 			cut += llc_plan[i].count - left;
 			llc_plan[i].count = left;
 		}
+		if (memcg && llc_plan[i].count)
+			llc_memcg_range(memcg, llc_file_by_id(llc_plan[i].file), llc_plan[i].first, llc_plan[i].count);
 	}
+	for (j = 0; j < nr_room; j++)
+		llc_memcg_granted(room[j].memcg, room[j].room - room[j].left);
 	rcu_read_unlock();
 	return cut;
 }
@@ -304,6 +315,7 @@ static u32 llc_plan_compute(u64 budget)
 	unsigned long flags;
 	u32 n = 0, i, j, round;
 
+	llc_memcg_plan_begin();
 	for (round = 0; budget && round < 8; round++) {
 		spin_lock_irqsave(&llc.lock, flags);
 		n = llc_pin_plan(llc.core, budget + cut, llc_plan, LLC_PLAN_MAX);
@@ -449,6 +461,19 @@ static void llc_pin_worker(struct work_struct *w)
 	mutex_unlock(&llc_reg_mutex);
 }
 
+/* Drop the pins the plan no longer allows (a memory cgroup short of memory, memcg.c); returns them. */
+unsigned long llc_pin_trim(void)
+{
+	u64 budget = READ_ONCE(llc.pin_budget) >> LLMCACHE_BLOCK_SHIFT;
+	unsigned long released = 0;
+
+	mutex_lock(&llc_reg_mutex);
+	if (READ_ONCE(llc.enabled))
+		released = llc_pin_apply(min(budget, llc_cap), true);
+	mutex_unlock(&llc_reg_mutex);
+	return released;
+}
+
 void llc_pin_kick(void)
 {
 	schedule_work(&llc_pin_work);
@@ -483,13 +508,22 @@ unsigned long llc_pin_shrink(unsigned long nr)
 
 int llc_pin_init(void)
 {
+	int err;
+
 	BUILD_BUG_ON(PAGE_SHIFT != LLMCACHE_BLOCK_SHIFT);
-	return llc_shrink_init();
+	err = llc_shrink_init();
+	if (err)
+		return err;
+	err = llc_memcg_init();
+	if (err)
+		llc_shrink_exit();
+	return err;
 }
 
 /* After the hooks are gone and every file is unregistered: nothing schedules the workers any more. */
 void llc_pin_exit(void)
 {
+	llc_memcg_exit();
 	cancel_work_sync(&llc_pin_work);
 	llc_hot_exit();
 	llc_seq_exit();

@@ -20,9 +20,9 @@
  * kernel then retries the allocation. Pins never push the machine into OOM. The module's own
  * allocations under llc_reg_mutex use __GFP_NORETRY, so they never enter the OOM path holding it.
  *
- * Not memcg-aware: pins are released under global pressure, not at a cgroup's limit, and a memory
- * cgroup's OOM does not call the notifier. Pinned pages are charged to the cgroup that read them, so
- * the pin budget must stay below the limit of the cgroup an engine runs in (admin-guide.md).
+ * Not memcg-aware: the kernel calls this shrinker for global reclaim only, and a memory cgroup's OOM
+ * does not call the notifier. Pinned pages stay charged to the cgroup that read them: pin.c keeps them
+ * under half of its limit and memcg.c releases them when its own reclaim finds nothing to free.
  */
 #include <linux/mm.h>
 #include <linux/oom.h>

@@ -1894,6 +1894,58 @@ static int write_text(const char *path, const char *text)
 	return ok ? 0 : -EIO;
 }
 
+#define MEMCG_ROOT "/run/llmcache-cgroup2"
+
+/*
+ * Mount cgroup v2 at MEMCG_ROOT with the memory controller and make cgroup cg limited to max bytes: 0,
+ * or -errno, or 0 with *why set when this kernel cannot (the test then skips).
+ */
+static int memcg_make(const char *cg, const char *max, const char **why)
+{
+	char path[256];
+
+	mkdir(MEMCG_ROOT, 0755);
+	if (mount("none", MEMCG_ROOT, "cgroup2", 0, NULL) && errno != EBUSY)
+		return *why = "cannot mount cgroup2 at " MEMCG_ROOT, 0;
+	if (write_text(MEMCG_ROOT "/cgroup.subtree_control", "+memory")) {
+		umount(MEMCG_ROOT);
+		return *why = "the memory controller is not available to cgroup v2 here", 0;
+	}
+	if (mkdir(cg, 0755) && errno != EEXIST)
+		return -errno;
+	snprintf(path, sizeof(path), "%s/memory.max", cg);
+	return write_text(path, max);
+}
+
+/* cg's memory.events, read into buf. */
+static const char *memcg_events(const char *cg, char *buf, size_t size)
+{
+	char path[256];
+	ssize_t n = -1;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/memory.events", cg);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, buf, size - 1);
+		close(fd);
+	}
+	buf[n > 0 ? n : 0] = 0;
+	return buf;
+}
+
+/* A child that joins cgroup cg and reads fd's first size bytes sweeps times, as an engine's loop. */
+static pid_t sweep_in(const char *cg, int fd, off_t size, int sweeps)
+{
+	char procs[256];
+	pid_t pid = fork();
+
+	if (pid)
+		return pid;
+	snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg);
+	_exit(write_text(procs, "0") ? 2 : sweep(fd, size, sweeps) ? 3 : 0);
+}
+
 /*
  * An engine in a memory cgroup (32 MiB) loops over a file larger than its limit (48 MiB), with a
  * global pin budget far above both: the pins stop at half the cgroup's limit (4096 blocks), the engine
@@ -1902,47 +1954,105 @@ static int write_text(const char *path, const char *text)
  */
 TEST_F_TIMEOUT(llmcache, pins_capped_by_memcg, 300)
 {
-	const char *root = "/run/llmcache-cgroup2", *cg = "/run/llmcache-cgroup2/llmcache-memcg";
-	char path[256], file[256], events[512];
-	int fd, efd, status;
-	ssize_t n;
+	const char *cg = MEMCG_ROOT "/llmcache-memcg", *why = NULL;
+	char file[256], events[512];
+	int fd, status;
 	pid_t pid;
 
-	mkdir(root, 0755);
-	if (mount("none", root, "cgroup2", 0, NULL) && errno != EBUSY)
-		SKIP(return, "cannot mount cgroup2 at %s: %s", root, strerror(errno));
-	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", root);
-	if (write_text(path, "+memory"))
-		SKIP(umount(root); return, "the memory controller is not available to cgroup v2 here");
-	ASSERT_EQ(0, mkdir(cg, 0755) && errno != EEXIST ? -errno : 0);
-	snprintf(path, sizeof(path), "%s/memory.max", cg);
-	ASSERT_EQ(0, write_text(path, "33554432"));
+	ASSERT_LE(0, memcg_make(cg, "33554432", &why));
+	if (why)
+		SKIP(return, "%s", why);
 	fd = scratch_file("memcg-loop", 12288, file, sizeof(file));
 	ASSERT_LE(0, fd);
 	drop_caches(); /* the engine's reads charge the pages to its cgroup */
 	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
 	ASSERT_EQ(0, sysfs_write("pin_budget", "268435456"));
-	pid = fork();
+	pid = sweep_in(cg, fd, 12288 * 4096LL, 4);
 	ASSERT_LE(0, pid);
-	if (pid == 0) {
-		snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
-		_exit(write_text(path, "0") ? 2 : sweep(fd, 12288 * 4096LL, 4) ? 3 : 0);
-	}
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		TH_LOG("the engine did not finish: status %#x (killed by signal %d)", status,
 		       WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 	EXPECT_EQ(4096, wait_pinned(4096)) TH_LOG("pins are not half the cgroup's limit");
-	snprintf(path, sizeof(path), "%s/memory.events", cg);
-	efd = open(path, O_RDONLY | O_CLOEXEC);
-	ASSERT_LE(0, efd);
-	n = read(efd, events, sizeof(events) - 1);
-	events[n > 0 ? n : 0] = 0;
-	close(efd);
-	EXPECT_NE(NULL, strstr(events, "oom_kill 0")) TH_LOG("memory.events: %s", events);
+	EXPECT_NE(NULL, strstr(memcg_events(cg, events, sizeof(events)), "oom_kill 0")) TH_LOG("memory.events: %s", events);
 	ASSERT_EQ(0, sysfs_write("enable", "0"));
 	EXPECT_EQ(0, rmdir(cg));
-	umount(root);
+	umount(MEMCG_ROOT);
+	close(fd);
+	unlink(file);
+}
+
+/* A child that joins cgroup cg and touches mib MiB of anonymous memory in small pages. */
+static pid_t grow_anon_in(const char *cg, size_t mib)
+{
+	char procs[256];
+	pid_t pid = fork();
+	size_t len = mib << 20, i;
+	char *p;
+
+	if (pid)
+		return pid;
+	snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg);
+	if (write_text(procs, "0"))
+		_exit(2);
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		_exit(3);
+	madvise(p, len, MADV_NOHUGEPAGE);
+	for (i = 0; i < len; i += 4096)
+		p[i] = 1;
+	_exit(0);
+}
+
+/*
+ * The engine's own memory grows into the half of its cgroup's limit that the pins hold: the cgroup's
+ * reclaim finds nothing left to free and the module gives pins back (kmod/memcg.c) instead of letting
+ * the cgroup's OOM killer take the engine. A 64 MiB cgroup, a 24 MiB loop read in it and pinned whole
+ * (under half the limit), then 52 MiB of anonymous memory touched in the same cgroup: without the
+ * release, the 24 MiB that nothing can reclaim leave 40 and the allocation is OOM-killed. Once the
+ * pressure is over the loop's pins grow back.
+ */
+TEST_F_TIMEOUT(llmcache, pins_yield_to_memcg_pressure, 300)
+{
+	const char *cg = MEMCG_ROOT "/llmcache-press", *why = NULL;
+	char file[256], events[512];
+	long long released, squeezed;
+	int fd, status;
+	pid_t pid;
+
+	ASSERT_LE(0, memcg_make(cg, "67108864", &why));
+	if (why)
+		SKIP(return, "%s", why);
+	fd = scratch_file("memcg-press", 6144, file, sizeof(file));
+	ASSERT_LE(0, fd);
+	drop_caches(); /* the engine's reads charge the pages to its cgroup */
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
+	ASSERT_EQ(0, sysfs_write("pin_budget", "268435456"));
+	pid = sweep_in(cg, fd, 6144 * 4096LL, 3);
+	ASSERT_LE(0, pid);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_EQ(6144, wait_pinned(6144)) TH_LOG("the loop is not pinned whole");
+	released = sysfs_num("stats/shrinker_released");
+
+	pid = grow_anon_in(cg, 52);
+	ASSERT_LE(0, pid);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		TH_LOG("the allocation did not finish: status %#x (killed by signal %d)", status,
+		       WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	EXPECT_NE(NULL, strstr(memcg_events(cg, events, sizeof(events)), "oom_kill 0")) TH_LOG("memory.events: %s", events);
+	squeezed = sysfs_num("stats/pinned");
+	EXPECT_GE(6144 - 12 * 256, squeezed) TH_LOG("pins did not make room for the 12 MiB the allocation lacked");
+	EXPECT_LE(released + 6144 - squeezed, sysfs_num("stats/shrinker_released"));
+
+	sleep(2); /* a quiet second, then each plan grows the room back by 1/16 of the cgroup's half */
+	pid = sweep_in(cg, fd, 6144 * 4096LL, 4);
+	ASSERT_LE(0, pid);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_LT(squeezed, wait_pinned(6144)) TH_LOG("the pins did not grow back after the pressure");
+	ASSERT_EQ(0, sysfs_write("enable", "0"));
+	EXPECT_EQ(0, rmdir(cg));
+	umount(MEMCG_ROOT);
 	close(fd);
 	unlink(file);
 }

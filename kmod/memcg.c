@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * Pins under a memory cgroup's pressure. A pinned page stays charged to the cgroup that read it, and
+ * that cgroup's reclaim can neither free it nor reach the module's shrinker (the kernel calls shrinkers
+ * that are not memcg-aware for global reclaim only). pin.c therefore lets the files whose pages one
+ * cgroup limit binds pin at most half of that limit together (llc_plan_clamp). This file gives that
+ * half back when the cgroup needs it: when the engine's own memory (its heap, a KV cache) grows into
+ * it, the cgroup's reclaim finds nothing left to free, and the cgroup's OOM killer would take the
+ * engine while the module held pages that the engine could have had.
+ *
+ * Signal: the vmscan tracepoint mm_vmscan_memcg_reclaim_end, which ends every reclaim that a charge
+ * over a cgroup's limit (or over memory.high) starts. A reclaim that freed fewer than SWAP_CLUSTER_MAX
+ * pages, the least any such reclaim asks for, went through every priority and found nothing left: the
+ * streaming part of a loop that does not fit never ends that way, since it is always reclaimable. The
+ * tracepoint names no cgroup. The one reclaimed is the current task's or an ancestor whose limit it
+ * hit, so the probe presses the nearest of them that binds pins.
+ *
+ * Action, in two steps. At once, in the probe: up to LLC_MEMCG_NOW pins of that cgroup's files go,
+ * the highest blocks of its last planned ranges first (the longest-period loops: Algorithm 1's order),
+ * back to the evictable LRU, so that the charge's next reclaim pass (a charge retries reclaim 16 times
+ * before it calls the OOM killer) frees them. That step takes only spinlocks, as the probe runs inside
+ * the charge; a worker alone, however urgent, started after up to 7 of the 16 retries in runs under
+ * TCG and lost the race once in four. Then, in a worker on a high-priority workqueue with a rescuer (it
+ * must run while memory is short): the cgroup's room (its half of the limit at most) drops to half of
+ * what the last plan gave its files and the pins beyond it go, so that they do not come back. Pressure
+ * that lasts halves the room again at each plan. The room grows back by 1/16 of the cgroup's half per
+ * plan once a second has passed without pressure. Releases count in stats/shrinker_released.
+ *
+ * The probe runs on every memcg reclaim; while no plan binds a cgroup it returns after one load. The
+ * table holds LLC_MEMCG_SLOTS cgroups; the pins of files bound by others stay at half their limit
+ * without this release. A slot's cgroup pointer is compared, never followed: the cgroup may be gone.
+ */
+#include <linux/memcontrol.h>
+#include <linux/swap.h>
+#include <linux/tracepoint.h>
+#include <linux/workqueue.h>
+#include "llmcache.h"
+
+#define LLC_MEMCG_SLOTS 16
+#define LLC_MEMCG_RANGES 4 /* planned ranges per cgroup the probe can release from */
+#define LLC_MEMCG_NOW 64   /* pins the probe releases per failed reclaim: a charge batch */
+#define LLC_MEMCG_QUIET_NS NSEC_PER_SEC
+
+/* A planned range of a file bound by the cgroup; top: the probe has released the pins above it. */
+struct llc_memcg_range {
+	struct address_space *mapping; /* looked up again under RCU: the file may be gone */
+	pgoff_t first, top;
+};
+
+static struct llc_memcg_slot {
+	const struct mem_cgroup *memcg; /* NULL: free */
+	u64 half;                       /* blocks: half of its limit, as of the last plan */
+	u64 room;                       /* blocks its files may pin now */
+	u64 granted;                    /* blocks the last plan gave them */
+	u64 pressed_ns;                 /* when its room last shrank */
+	bool pressed;                   /* its reclaim found nothing to free since the last plan */
+	bool seen;                      /* met by the plan being computed */
+	int nr_ranges;
+	struct llc_memcg_range ranges[LLC_MEMCG_RANGES]; /* the last ones in plan order */
+} llc_memcg_slots[LLC_MEMCG_SLOTS];
+static DEFINE_SPINLOCK(llc_memcg_lock);
+static int llc_memcg_bound; /* slots in use; read without the lock by the probe */
+
+static struct workqueue_struct *llc_memcg_wq;
+static struct tracepoint *llc_memcg_tp;
+
+static void llc_memcg_released(unsigned long n)
+{
+	unsigned long flags;
+
+	if (!n)
+		return;
+	spin_lock_irqsave(&llc.lock, flags);
+	llc.stats[LLMCACHE_STAT_SHRINKER_RELEASED] += n;
+	spin_unlock_irqrestore(&llc.lock, flags);
+	pr_info_ratelimited("llmcache: a memory cgroup's reclaim found nothing to free: released %lu pinned blocks\n",
+			    n);
+}
+
+static void llc_memcg_worker(struct work_struct *w)
+{
+	llc_memcg_released(llc_pin_trim());
+}
+static DECLARE_WORK(llc_memcg_work, llc_memcg_worker);
+
+/*
+ * Up to LLC_MEMCG_NOW pins of the ranges r[0..n), from the top of the last. Caller holds
+ * rcu_read_lock(), which keeps the files; llc_unhold() takes only spinlocks.
+ */
+static unsigned long llc_memcg_release_now(struct llc_memcg_range *r, int n)
+{
+	unsigned long released = 0;
+	struct llc_file *f;
+
+	while (n-- > 0 && released < LLC_MEMCG_NOW) {
+		f = llc_file_find_rcu(r[n].mapping);
+		for (; f && r[n].top > r[n].first && released < LLC_MEMCG_NOW; r[n].top--)
+			released += llc_unhold(f, false, r[n].top - 1);
+	}
+	return released;
+}
+
+static void llc_memcg_reclaimed(void *data, unsigned long nr_reclaimed)
+{
+	struct llc_memcg_range ranges[LLC_MEMCG_RANGES];
+	struct llc_memcg_slot *s = NULL;
+	struct mem_cgroup *memcg;
+	unsigned long flags;
+	int i, n = 0;
+
+	if (nr_reclaimed >= SWAP_CLUSTER_MAX || !READ_ONCE(llc_memcg_bound))
+		return;
+	rcu_read_lock();
+	spin_lock_irqsave(&llc_memcg_lock, flags);
+	for (memcg = mem_cgroup_from_task(current); memcg && !s; memcg = parent_mem_cgroup(memcg))
+		for (i = 0; i < LLC_MEMCG_SLOTS && !s; i++)
+			if (llc_memcg_slots[i].memcg == memcg && llc_memcg_slots[i].granted)
+				s = &llc_memcg_slots[i];
+	if (s) {
+		s->pressed = true;
+		n = s->nr_ranges;
+		memcpy(ranges, s->ranges, n * sizeof(*ranges));
+	}
+	spin_unlock_irqrestore(&llc_memcg_lock, flags);
+	if (s) {
+		llc_memcg_released(llc_memcg_release_now(ranges, n));
+		spin_lock_irqsave(&llc_memcg_lock, flags);
+		for (i = 0; i < n && i < s->nr_ranges; i++)
+			if (s->ranges[i].mapping == ranges[i].mapping && s->ranges[i].first == ranges[i].first)
+				s->ranges[i].top = min(s->ranges[i].top, ranges[i].top);
+		spin_unlock_irqrestore(&llc_memcg_lock, flags);
+		queue_work(llc_memcg_wq, &llc_memcg_work);
+	}
+	rcu_read_unlock();
+}
+
+/*
+ * Before a plan is computed: pressed rooms shrink to half of what the last plan gave, quiet ones grow
+ * back, and cgroups the last plan did not meet leave the table. Caller holds llc_reg_mutex.
+ */
+void llc_memcg_plan_begin(void)
+{
+	struct llc_memcg_slot *s;
+	u64 now = ktime_get_ns();
+	unsigned long flags;
+	int bound = 0;
+
+	spin_lock_irqsave(&llc_memcg_lock, flags);
+	for (s = llc_memcg_slots; s < llc_memcg_slots + LLC_MEMCG_SLOTS; s++) {
+		if (s->memcg && !s->seen)
+			s->memcg = NULL;
+		if (!s->memcg)
+			continue;
+		if (s->pressed) {
+			s->room = s->granted / 2;
+			s->pressed_ns = now;
+			s->pressed = false;
+		} else if (s->room < s->half && now - s->pressed_ns > LLC_MEMCG_QUIET_NS) {
+			s->room = min(s->half, s->room + max_t(u64, s->half / 16, 1));
+		}
+		s->seen = false;
+		bound++;
+	}
+	WRITE_ONCE(llc_memcg_bound, bound);
+	spin_unlock_irqrestore(&llc_memcg_lock, flags);
+}
+
+/*
+ * The blocks the files bound by memcg may pin, half its limit (in blocks) at most; the table learns
+ * memcg. Caller holds llc_reg_mutex.
+ */
+u64 llc_memcg_allowance(const struct mem_cgroup *memcg, u64 half)
+{
+	struct llc_memcg_slot *s, *free = NULL;
+	unsigned long flags;
+	u64 room = half;
+
+	spin_lock_irqsave(&llc_memcg_lock, flags);
+	for (s = llc_memcg_slots; s < llc_memcg_slots + LLC_MEMCG_SLOTS && s->memcg != memcg; s++)
+		if (!s->memcg && !free)
+			free = s;
+	if (s == llc_memcg_slots + LLC_MEMCG_SLOTS && free) {
+		*free = (struct llc_memcg_slot){ .memcg = memcg, .room = half };
+		s = free;
+		WRITE_ONCE(llc_memcg_bound, llc_memcg_bound + 1);
+	}
+	if (s < llc_memcg_slots + LLC_MEMCG_SLOTS) {
+		s->half = half;
+		s->seen = true;
+		s->nr_ranges = 0;
+		room = min(s->room, half);
+	}
+	spin_unlock_irqrestore(&llc_memcg_lock, flags);
+	return room;
+}
+
+/* What the plan being computed gives the files bound by memcg. Caller holds llc_reg_mutex. */
+void llc_memcg_granted(const struct mem_cgroup *memcg, u64 blocks)
+{
+	unsigned long flags;
+	int i;
+
+	spin_lock_irqsave(&llc_memcg_lock, flags);
+	for (i = 0; i < LLC_MEMCG_SLOTS; i++)
+		if (llc_memcg_slots[i].memcg == memcg)
+			llc_memcg_slots[i].granted = blocks;
+	spin_unlock_irqrestore(&llc_memcg_lock, flags);
+}
+
+/* A range [first, first + count) of f that the plan being computed pins under memcg. */
+void llc_memcg_range(const struct mem_cgroup *memcg, struct llc_file *f, pgoff_t first, u64 count)
+{
+	struct llc_memcg_slot *s;
+	unsigned long flags;
+
+	spin_lock_irqsave(&llc_memcg_lock, flags);
+	for (s = llc_memcg_slots; s < llc_memcg_slots + LLC_MEMCG_SLOTS; s++) {
+		if (s->memcg != memcg)
+			continue;
+		if (s->nr_ranges == LLC_MEMCG_RANGES)
+			memmove(s->ranges, s->ranges + 1, --s->nr_ranges * sizeof(*s->ranges));
+		s->ranges[s->nr_ranges++] = (struct llc_memcg_range){ f->mapping, first, first + count };
+	}
+	spin_unlock_irqrestore(&llc_memcg_lock, flags);
+}
+
+static void llc_memcg_lookup(struct tracepoint *tp, void *priv)
+{
+	if (!strcmp(tp->name, "mm_vmscan_memcg_reclaim_end"))
+		llc_memcg_tp = tp;
+}
+
+int llc_memcg_init(void)
+{
+	int err;
+
+	if (mem_cgroup_disabled())
+		return 0;
+	for_each_kernel_tracepoint(llc_memcg_lookup, NULL);
+	if (!llc_memcg_tp) {
+		pr_warn("llmcache: no vmscan:mm_vmscan_memcg_reclaim_end tracepoint: pins stay at half a memory cgroup's limit, and its pressure cannot release them\n");
+		return 0;
+	}
+	llc_memcg_wq = alloc_workqueue("llmcache_memcg", WQ_HIGHPRI | WQ_MEM_RECLAIM, 1);
+	if (!llc_memcg_wq)
+		return -ENOMEM;
+	err = tracepoint_probe_register(llc_memcg_tp, llc_memcg_reclaimed, NULL);
+	if (err) {
+		destroy_workqueue(llc_memcg_wq);
+		llc_memcg_wq = NULL;
+	}
+	return err;
+}
+
+/* Before the pin worker goes: the probe queues work that takes pins. */
+void llc_memcg_exit(void)
+{
+	if (!llc_memcg_wq)
+		return;
+	tracepoint_probe_unregister(llc_memcg_tp, llc_memcg_reclaimed, NULL);
+	tracepoint_synchronize_unregister();
+	destroy_workqueue(llc_memcg_wq); /* runs what is queued */
+	llc_memcg_wq = NULL;
+}
