@@ -39,6 +39,8 @@
 #define LLC_MEMCG_SLOTS 16
 #define LLC_MEMCG_RANGES 4 /* planned ranges per cgroup the probe can release from */
 #define LLC_MEMCG_NOW 64   /* pins the probe releases per failed reclaim: a charge batch */
+#define LLC_MEMCG_WINDOW 1024 /* blocks; offsets in it fit a u16 */
+#define LLC_MEMCG_WINDOWS 16
 #define LLC_MEMCG_QUIET_NS NSEC_PER_SEC
 
 /* A planned range of a file bound by the cgroup; top: the probe has released the pins above it. */
@@ -84,18 +86,35 @@ static void llc_memcg_worker(struct work_struct *w)
 static DECLARE_WORK(llc_memcg_work, llc_memcg_worker);
 
 /*
- * Up to LLC_MEMCG_NOW pins of the ranges r[0..n), from the top of the last. Caller holds
- * rcu_read_lock(), which keeps the files; llc_unhold() takes only spinlocks.
+ * Up to LLC_MEMCG_NOW pins of the ranges r[0..n), from the top of the last, looking at no more than
+ * LLC_MEMCG_WINDOWS windows of LLC_MEMCG_WINDOW blocks: the probe runs with preemption off, and a
+ * planned range can be long and sparsely resident. Caller holds rcu_read_lock(), which keeps the
+ * files; llc_unhold() takes only spinlocks.
  */
 static unsigned long llc_memcg_release_now(struct llc_memcg_range *r, int n)
 {
-	unsigned long released = 0;
+	u16 found[LLC_MEMCG_NOW]; /* offsets in the window of its highest pins */
+	unsigned long released = 0, index;
+	int windows = 0, nr, k;
+	struct folio *folio;
 	struct llc_file *f;
+	pgoff_t low;
 
-	while (n-- > 0 && released < LLC_MEMCG_NOW) {
+	while (n-- > 0 && released < LLC_MEMCG_NOW && windows < LLC_MEMCG_WINDOWS) {
 		f = llc_file_find_rcu(r[n].mapping);
-		for (; f && r[n].top > r[n].first && released < LLC_MEMCG_NOW; r[n].top--)
-			released += llc_unhold(f, false, r[n].top - 1);
+		while (f && r[n].top > r[n].first && released < LLC_MEMCG_NOW && windows++ < LLC_MEMCG_WINDOWS) {
+			low = r[n].top - min_t(pgoff_t, r[n].top - r[n].first, LLC_MEMCG_WINDOW);
+			nr = 0;
+			xa_for_each_range(&f->pins, index, folio, low, r[n].top - 1)
+				found[nr++ % LLC_MEMCG_NOW] = index - low;
+			for (k = 1; k <= min(nr, LLC_MEMCG_NOW) && released < LLC_MEMCG_NOW; k++) {
+				index = low + found[(nr - k) % LLC_MEMCG_NOW];
+				released += llc_unhold(f, false, index);
+				r[n].top = index; /* what is above is released */
+			}
+			if (released < LLC_MEMCG_NOW)
+				r[n].top = low;
+		}
 	}
 	return released;
 }
