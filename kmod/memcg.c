@@ -24,7 +24,8 @@
  * must run while memory is short): the cgroup's room (its half of the limit at most) drops to half of
  * what the last plan gave its files and the pins beyond it go, so that they do not come back. Pressure
  * that lasts halves the room again at each plan. The room grows back by 1/16 of the cgroup's half per
- * plan once a second has passed without pressure. Releases count in stats/shrinker_released.
+ * plan once a second has passed without pressure. Releases count in stats/shrinker_released, also
+ * when the pin worker's plan is the one that takes the pressure first.
  *
  * The probe runs on every memcg reclaim; while no plan binds a cgroup it returns after one load. The
  * table holds LLC_MEMCG_SLOTS cgroups; the pins of files bound by others stay at half their limit
@@ -66,7 +67,8 @@ static int llc_memcg_bound; /* slots in use; read without the lock by the probe 
 static struct workqueue_struct *llc_memcg_wq;
 static struct tracepoint *llc_memcg_tp;
 
-static void llc_memcg_released(unsigned long n)
+/* n pins went because a cgroup's reclaim found nothing to free. */
+void llc_memcg_released(unsigned long n)
 {
 	unsigned long flags;
 
@@ -155,12 +157,14 @@ static void llc_memcg_reclaimed(void *data, unsigned long nr_reclaimed)
 
 /*
  * Before a plan is computed: pressed rooms shrink to half of what the last plan gave, quiet ones grow
- * back, and cgroups the last plan did not meet leave the table. Caller holds llc_reg_mutex.
+ * back, and cgroups the last plan did not meet leave the table. Returns whether a room shrank. Caller
+ * holds llc_reg_mutex.
  */
-void llc_memcg_plan_begin(void)
+bool llc_memcg_plan_begin(void)
 {
 	struct llc_memcg_slot *s;
 	u64 now = ktime_get_ns();
+	bool shrank = false;
 	unsigned long flags;
 	int bound = 0;
 
@@ -174,6 +178,7 @@ void llc_memcg_plan_begin(void)
 			s->room = s->granted / 2;
 			s->pressed_ns = now;
 			s->pressed = false;
+			shrank = true;
 		} else if (s->room < s->half && now - s->pressed_ns > LLC_MEMCG_QUIET_NS) {
 			s->room = min(s->half, s->room + max_t(u64, s->half / 16, 1));
 		}
@@ -182,6 +187,7 @@ void llc_memcg_plan_begin(void)
 	}
 	WRITE_ONCE(llc_memcg_bound, bound);
 	spin_unlock_irqrestore(&llc_memcg_lock, flags);
+	return shrank;
 }
 
 /*

@@ -59,6 +59,7 @@ static struct llc_memcg_room {
 	u64 room, left;
 } llc_memcg_room[LLC_PLAN_MAX];
 static u64 llc_cap = U64_MAX;                        /* blocks; lowered by the shrinker */
+static bool llc_plan_squeezed; /* the last plan shrank a memory cgroup's room (memcg.c); llc_reg_mutex */
 static void llc_pin_worker(struct work_struct *w);
 static DECLARE_WORK(llc_pin_work, llc_pin_worker);
 
@@ -315,7 +316,7 @@ static u32 llc_plan_compute(u64 budget)
 	unsigned long flags;
 	u32 n = 0, i, j, round;
 
-	llc_memcg_plan_begin();
+	llc_plan_squeezed = llc_memcg_plan_begin();
 	for (round = 0; budget && round < 8; round++) {
 		spin_lock_irqsave(&llc.lock, flags);
 		n = llc_pin_plan(llc.core, budget + cut, llc_plan, LLC_PLAN_MAX);
@@ -451,12 +452,15 @@ static unsigned long llc_pin_apply(u64 budget, bool release_only)
 static void llc_pin_worker(struct work_struct *w)
 {
 	u64 budget = READ_ONCE(llc.pin_budget) >> LLMCACHE_BLOCK_SHIFT;
+	unsigned long released;
 
 	mutex_lock(&llc_reg_mutex);
 	if (READ_ONCE(llc.enabled)) {
 		if (llc_cap < budget)
 			llc_cap += max_t(u64, budget / 16, 1);
-		llc_pin_apply(min(budget, llc_cap), false);
+		released = llc_pin_apply(min(budget, llc_cap), false);
+		if (llc_plan_squeezed) /* this run took a cgroup's pressure before memcg.c's worker did */
+			llc_memcg_released(released);
 	}
 	mutex_unlock(&llc_reg_mutex);
 }
