@@ -67,6 +67,17 @@ static int llc_memcg_bound; /* slots in use; read without the lock by the probe 
 static struct workqueue_struct *llc_memcg_wq;
 static struct tracepoint *llc_memcg_tp;
 
+/* memcg's slot, or NULL. Caller holds llc_memcg_lock. */
+static struct llc_memcg_slot *llc_memcg_slot(const struct mem_cgroup *memcg)
+{
+	struct llc_memcg_slot *s;
+
+	for (s = llc_memcg_slots; s < llc_memcg_slots + LLC_MEMCG_SLOTS; s++)
+		if (s->memcg == memcg)
+			return s;
+	return NULL;
+}
+
 /* n pins went because a cgroup's reclaim found nothing to free. */
 void llc_memcg_released(unsigned long n)
 {
@@ -133,10 +144,11 @@ static void llc_memcg_reclaimed(void *data, unsigned long nr_reclaimed)
 		return;
 	rcu_read_lock();
 	spin_lock_irqsave(&llc_memcg_lock, flags);
-	for (memcg = mem_cgroup_from_task(current); memcg && !s; memcg = parent_mem_cgroup(memcg))
-		for (i = 0; i < LLC_MEMCG_SLOTS && !s; i++)
-			if (llc_memcg_slots[i].memcg == memcg && llc_memcg_slots[i].granted)
-				s = &llc_memcg_slots[i];
+	for (memcg = mem_cgroup_from_task(current); memcg && !s; memcg = parent_mem_cgroup(memcg)) {
+		s = llc_memcg_slot(memcg);
+		if (s && !s->granted)
+			s = NULL;
+	}
 	if (s) {
 		s->pressed = true;
 		n = s->nr_ranges;
@@ -196,20 +208,20 @@ bool llc_memcg_plan_begin(void)
  */
 u64 llc_memcg_allowance(const struct mem_cgroup *memcg, u64 half)
 {
-	struct llc_memcg_slot *s, *free = NULL;
+	struct llc_memcg_slot *s;
 	unsigned long flags;
 	u64 room = half;
 
 	spin_lock_irqsave(&llc_memcg_lock, flags);
-	for (s = llc_memcg_slots; s < llc_memcg_slots + LLC_MEMCG_SLOTS && s->memcg != memcg; s++)
-		if (!s->memcg && !free)
-			free = s;
-	if (s == llc_memcg_slots + LLC_MEMCG_SLOTS && free) {
-		*free = (struct llc_memcg_slot){ .memcg = memcg, .room = half };
-		s = free;
-		WRITE_ONCE(llc_memcg_bound, llc_memcg_bound + 1);
+	s = llc_memcg_slot(memcg);
+	if (!s) {
+		s = llc_memcg_slot(NULL);
+		if (s) {
+			*s = (struct llc_memcg_slot){ .memcg = memcg, .room = half };
+			WRITE_ONCE(llc_memcg_bound, llc_memcg_bound + 1);
+		}
 	}
-	if (s < llc_memcg_slots + LLC_MEMCG_SLOTS) {
+	if (s) {
 		s->half = half;
 		s->seen = true;
 		s->nr_ranges = 0;
@@ -222,13 +234,13 @@ u64 llc_memcg_allowance(const struct mem_cgroup *memcg, u64 half)
 /* What the plan being computed gives the files bound by memcg. Caller holds llc_reg_mutex. */
 void llc_memcg_granted(const struct mem_cgroup *memcg, u64 blocks)
 {
+	struct llc_memcg_slot *s;
 	unsigned long flags;
-	int i;
 
 	spin_lock_irqsave(&llc_memcg_lock, flags);
-	for (i = 0; i < LLC_MEMCG_SLOTS; i++)
-		if (llc_memcg_slots[i].memcg == memcg)
-			llc_memcg_slots[i].granted = blocks;
+	s = llc_memcg_slot(memcg);
+	if (s)
+		s->granted = blocks;
 	spin_unlock_irqrestore(&llc_memcg_lock, flags);
 }
 
@@ -239,9 +251,8 @@ void llc_memcg_range(const struct mem_cgroup *memcg, struct llc_file *f, pgoff_t
 	unsigned long flags;
 
 	spin_lock_irqsave(&llc_memcg_lock, flags);
-	for (s = llc_memcg_slots; s < llc_memcg_slots + LLC_MEMCG_SLOTS; s++) {
-		if (s->memcg != memcg)
-			continue;
+	s = llc_memcg_slot(memcg);
+	if (s) {
 		if (s->nr_ranges == LLC_MEMCG_RANGES)
 			memmove(s->ranges, s->ranges + 1, --s->nr_ranges * sizeof(*s->ranges));
 		s->ranges[s->nr_ranges++] = (struct llc_memcg_range){ f->mapping, first, first + count };
