@@ -16,8 +16,9 @@
  *     runs on past hot_promote_blocks, and then cuts S where it began. A random re-read of a scanned
  *     file (tokenizer lookups after the tokenizer was loaded) stays HOT; a sequential one (the weights
  *     region of a file scanned whole at start-up) is the loop;
- *   - else if B is in a LOOP S: at S's first block a new iteration begins (period measured); ahead of
- *     the cursor it is a forward skip; behind it, noise that changes nothing;
+ *   - else if B is in a LOOP S: at S's first block a new iteration begins (period measured), and so
+ *     it does at a jump back from S's end past a head that the accesses no longer show (restarts());
+ *     ahead of the cursor it is a forward skip; behind it, noise that changes nothing;
  *   - else if B is in a HOT sequence: an LRU touch;
  *   - else if B was seen but its sequence has since been recycled or cut away: a re-read {B};
  *   - else B was never seen: a new HOT sequence {B}.
@@ -462,6 +463,25 @@ static void new_iteration(struct llc_core *c, struct llc_seq *s, uint16_t id, ui
 
 /* ---- Algorithm 1 ---------------------------------------------------------------------------------- */
 
+/*
+ * Does an access to block at now_ns begin loop s's next iteration? At its first block, or, when the
+ * accesses no longer show its head (an mmap engine does not fault on pinned pages), behind an end it
+ * has reached, by at least a sixteenth of the loop and further than the 2 MiB a fault on a large folio
+ * maps. Not within a quarter of a period of the last start: a burst of faults maps the same pages
+ * again and again, and a fault is followed by the fault-around that maps its page.
+ */
+#define LLC_RESTART_MIN_JUMP 1024
+static bool restarts(const struct llc_seq *s, uint64_t block, uint64_t now_ns)
+{
+	uint64_t len = s->end - s->start + 1, back = s->cursor > block ? s->cursor - block : 0;
+
+	if (now_ns < s->iter_start_ns + s->period_ns / 4)
+		return false;
+	if (block == s->start)
+		return s->cursor != block;
+	return s->cursor >= s->end - len / 8 && back >= len / 16 && back >= LLC_RESTART_MIN_JUMP;
+}
+
 /* Does block join prev, the sequence of block - 1? cur is the live sequence holding block, if any. */
 static bool joins(const struct llc_core *c, uint16_t prev, uint16_t cur, uint64_t block)
 {
@@ -558,7 +578,7 @@ static struct llc_verdict rereference(struct llc_core *c, struct llc_chunk *ch, 
 		}
 		break;
 	case LLMCACHE_CLASS_LOOP:
-		if (block == s->start) {
+		if (restarts(s, block, now_ns)) {
 			new_iteration(c, s, id, c->vtime, now_ns);
 			s->cursor = block;
 			v.event = LLC_EV_ITERATION;

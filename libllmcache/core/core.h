@@ -62,7 +62,7 @@ enum llc_event {
 	LLC_EV_HOT_TOUCH,    /* re-reference of a HOT sequence */
 	LLC_EV_TO_LOOP,      /* a SEQ was re-read from its start and became a LOOP */
 	LLC_EV_REREAD,       /* a SEQ re-read from the middle: a HOT re-read that is a LOOP if it runs on */
-	LLC_EV_ITERATION,    /* a LOOP restarted from its first block: a new iteration */
+	LLC_EV_ITERATION,    /* a LOOP restarted from its first block, or jumped back from its end: a new iteration */
 	LLC_EV_SKIP,         /* a forward jump inside a SEQ or LOOP */
 	LLC_EV_NOISE,        /* a backward re-reference inside a LOOP that is not a restart */
 	LLC_EV_SEEN_AGAIN,   /* a block seen before whose sequence was recycled: a HOT re-read */

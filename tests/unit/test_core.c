@@ -161,6 +161,8 @@ static void core_access__loop_restart__new_iteration_with_period(void **state)
 	llc_access(c, FILE_B, 7, 0); /* one unrelated access lengthens the period by one */
 	v = llc_access(c, FILE_A, 0, 123456789);
 	assert_int_equal(v.event, LLC_EV_ITERATION);
+	v = llc_access(c, FILE_A, 0, 123456790); /* the fault, then the fault-around that maps the same page */
+	assert_int_equal(v.event, LLC_EV_NOISE);
 	s = llc_seq_get(c, v.seq);
 	assert_int_equal(s->iterations, 2);
 	assert_int_equal(s->period_vt, 51);
@@ -264,6 +266,56 @@ static void core_access__loop_noise_behind_cursor__changes_nothing(void **state)
 	assert_int_equal(v.event, LLC_EV_EXTEND);
 	assert_int_equal(v.seq, loop);
 	assert_int_equal(llc_seq_get(c, loop)->iterations, 1);
+	free(c);
+}
+
+/* An mmap engine does not fault on pinned pages: once the head is pinned, each token faults from block 2000. */
+static void core_access__loop_head_unseen__jump_back_from_end_is_iteration(void **state)
+{
+	struct llc_core *c = default_core();
+	struct llc_verdict v;
+	const struct llc_seq *s;
+
+	sweep(c, FILE_A, 0, 4000);
+	sweep(c, FILE_A, 0, 4000);
+	for (int token = 0; token < 3; token++) {
+		v = llc_access(c, FILE_A, 2000, llc_vtime(c) * 1000);
+		assert_int_equal(v.event, LLC_EV_ITERATION);
+		sweep(c, FILE_A, 2001, 1999);
+	}
+	s = llc_seq_get(c, v.seq);
+	assert_int_equal(s->start, 0);
+	assert_int_equal(s->iterations, 4);
+	assert_int_equal(s->period_vt, 2000);
+	assert_int_equal(s->period_ns, 2000000);
+	free(c);
+}
+
+/* Jumps back that are not a restart: far behind mid-iteration, a large folio mapped again at the end, a
+ * second jump right after the first. */
+static void core_access__loop_jump_back_not_restart__noise(void **state)
+{
+	struct llc_core *c = default_core();
+	struct llc_verdict v;
+	uint16_t loop;
+	uint64_t t;
+
+	sweep(c, FILE_A, 0, 4000);
+	loop = sweep(c, FILE_A, 0, 3000).seq;
+	v = llc_access(c, FILE_A, 100, llc_vtime(c) * 1000); /* the cursor is not in the last eighth */
+	assert_int_equal(v.event, LLC_EV_NOISE);
+	sweep(c, FILE_A, 3000, 1000);
+	v = llc_access(c, FILE_A, 3488, llc_vtime(c) * 1000); /* a 2 MiB folio mapped again */
+	assert_int_equal(v.event, LLC_EV_NOISE);
+	t = llc_vtime(c) * 1000;
+	v = llc_access(c, FILE_A, 2000, t); /* the next token, past a pinned head */
+	assert_int_equal(v.event, LLC_EV_ITERATION);
+	for (uint64_t b = 2001; b < 4000; b++)
+		llc_access(c, FILE_A, b, t + 1);
+	v = llc_access(c, FILE_A, 2000, t + 2); /* a moment later: not a token */
+	assert_int_equal(v.event, LLC_EV_NOISE);
+	assert_int_equal(v.seq, loop);
+	assert_int_equal(llc_seq_get(c, loop)->iterations, 2);
 	free(c);
 }
 
@@ -619,6 +671,8 @@ int main(void)
 		cmocka_unit_test(core_access__back_to_back_loops__both_iterate),
 		cmocka_unit_test(core_access__loop_forward_jump__skip_keeps_loop),
 		cmocka_unit_test(core_access__loop_noise_behind_cursor__changes_nothing),
+		cmocka_unit_test(core_access__loop_head_unseen__jump_back_from_end_is_iteration),
+		cmocka_unit_test(core_access__loop_jump_back_not_restart__noise),
 		cmocka_unit_test(core_access__interleaved_streams__each_run_extends),
 		cmocka_unit_test(core_access__run_into_next_sequence__takes_its_blocks),
 		cmocka_unit_test(core_access__writes_loop__classified_like_reads),
