@@ -161,7 +161,7 @@ static void core_access__loop_restart__new_iteration_with_period(void **state)
 	llc_access(c, FILE_B, 7, 0); /* one unrelated access lengthens the period by one */
 	v = llc_access(c, FILE_A, 0, 123456789);
 	assert_int_equal(v.event, LLC_EV_ITERATION);
-	v = llc_access(c, FILE_A, 0, 123456790); /* the fault, then the fault-around that maps the same page */
+	v = llc_access(c, FILE_A, 0, 123456790); /* a moment later: the fault-around that maps the same page */
 	assert_int_equal(v.event, LLC_EV_NOISE);
 	s = llc_seq_get(c, v.seq);
 	assert_int_equal(s->iterations, 2);
@@ -316,6 +316,25 @@ static void core_access__loop_jump_back_not_restart__noise(void **state)
 	assert_int_equal(v.event, LLC_EV_NOISE);
 	assert_int_equal(v.seq, loop);
 	assert_int_equal(llc_seq_get(c, loop)->iterations, 2);
+	free(c);
+}
+
+/* Without a clock (every time 0), the fault and the fault-around on a loop's first block are one restart. */
+static void core_access__loop_start_twice_without_clock__one_iteration(void **state)
+{
+	struct llc_core *c = default_core();
+	struct llc_verdict v;
+
+	for (int pass = 0; pass < 2; pass++)
+		for (uint64_t b = 0; b < 50; b++)
+			llc_access(c, FILE_A, b, 0);
+	v = llc_access(c, FILE_A, 0, 0);
+	assert_int_equal(v.event, LLC_EV_ITERATION);
+	v = llc_access(c, FILE_A, 0, 0);
+	assert_int_equal(v.event, LLC_EV_NOISE);
+	v = llc_access(c, FILE_A, 1, 0);
+	assert_int_equal(v.event, LLC_EV_EXTEND);
+	assert_int_equal(llc_seq_get(c, v.seq)->iterations, 2);
 	free(c);
 }
 
@@ -673,6 +692,7 @@ int main(void)
 		cmocka_unit_test(core_access__loop_noise_behind_cursor__changes_nothing),
 		cmocka_unit_test(core_access__loop_head_unseen__jump_back_from_end_is_iteration),
 		cmocka_unit_test(core_access__loop_jump_back_not_restart__noise),
+		cmocka_unit_test(core_access__loop_start_twice_without_clock__one_iteration),
 		cmocka_unit_test(core_access__interleaved_streams__each_run_extends),
 		cmocka_unit_test(core_access__run_into_next_sequence__takes_its_blocks),
 		cmocka_unit_test(core_access__writes_loop__classified_like_reads),
