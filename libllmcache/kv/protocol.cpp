@@ -59,10 +59,12 @@ int parse(const uint8_t *buf, size_t len, Header &h, std::string &err)
 bool ShmLayout::of(const Open &o, ShmLayout &l)
 {
 	constexpr uint64_t LIMIT = 1ull << 40;
-	const uint64_t row = (uint64_t)o.kv_heads * o.head_dim * (o.dtype == CSD_FP32 ? 4 : 2);
-	const uint64_t q = (uint64_t)o.q_heads * o.head_dim * 4;
-	if (row == 0 || row > LIMIT / 4 || (uint64_t)o.append_batch * row > LIMIT / 4 ||
-	    (uint64_t)o.max_budget * row > LIMIT / 4)
+	// Products of two 32-bit fields fit in 64 bits; each is bounded before it is multiplied again.
+	const uint64_t row_elems = (uint64_t)o.kv_heads * o.head_dim, q_elems = (uint64_t)o.q_heads * o.head_dim;
+	if (row_elems == 0 || row_elems > LIMIT / 16 || q_elems > LIMIT / 16)
+		return false;
+	const uint64_t row = row_elems * (o.dtype == CSD_FP32 ? 4 : 2), q = q_elems * 4;
+	if (o.append_batch > LIMIT / 4 / row || o.max_budget > LIMIT / 4 / row)
 		return false;
 	auto align = [](uint64_t x) { return (x + 63) & ~63ull; };
 	l.in_k = 0;
