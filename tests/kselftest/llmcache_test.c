@@ -1938,8 +1938,8 @@ static const char *memcg_events(const char *cg, char *buf, size_t size)
 	return buf;
 }
 
-/* A child that joins cgroup cg and reads fd's first size bytes sweeps times, as an engine's loop. */
-static pid_t sweep_in(const char *cg, int fd, off_t size, int sweeps)
+/* Fork a child that joins cgroup cg: 0 in the child (it exits 2 if it cannot join), its pid in the parent. */
+static pid_t fork_into(const char *cg)
 {
 	char procs[256];
 	pid_t pid = fork();
@@ -1947,7 +1947,27 @@ static pid_t sweep_in(const char *cg, int fd, off_t size, int sweeps)
 	if (pid)
 		return pid;
 	snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg);
-	_exit(write_text(procs, "0") ? 2 : sweep(fd, size, sweeps) ? 3 : 0);
+	if (write_text(procs, "0"))
+		_exit(2);
+	return 0;
+}
+
+/* The wait status of child pid once it exits; -1 if it could not be forked or waited for. */
+static int reap(pid_t pid)
+{
+	int status;
+
+	return pid < 0 || waitpid(pid, &status, 0) != pid ? -1 : status;
+}
+
+/* A child in cgroup cg reads fd's first size bytes sweeps times, as an engine's loop: its wait status. */
+static int sweep_in(const char *cg, int fd, off_t size, int sweeps)
+{
+	pid_t pid = fork_into(cg);
+
+	if (!pid)
+		_exit(sweep(fd, size, sweeps) ? 3 : 0);
+	return reap(pid);
 }
 
 /*
@@ -1961,7 +1981,6 @@ TEST_F_TIMEOUT(llmcache, pins_capped_by_memcg, 300)
 	const char *cg = MEMCG_ROOT "/llmcache-memcg", *why = NULL;
 	char file[256], events[512];
 	int fd, status;
-	pid_t pid;
 
 	ASSERT_LE(0, memcg_make(cg, "33554432", &why));
 	if (why)
@@ -1971,9 +1990,8 @@ TEST_F_TIMEOUT(llmcache, pins_capped_by_memcg, 300)
 	drop_caches(); /* the engine's reads charge the pages to its cgroup */
 	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
 	ASSERT_EQ(0, sysfs_write("pin_budget", "268435456"));
-	pid = sweep_in(cg, fd, 12288 * 4096LL, 4);
-	ASSERT_LE(0, pid);
-	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	status = sweep_in(cg, fd, 12288 * 4096LL, 4);
+	ASSERT_NE(-1, status);
 	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		TH_LOG("the engine did not finish: status %#x (killed by signal %d)", status,
 		       WIFSIGNALED(status) ? WTERMSIG(status) : 0);
@@ -1986,19 +2004,15 @@ TEST_F_TIMEOUT(llmcache, pins_capped_by_memcg, 300)
 	unlink(file);
 }
 
-/* A child that joins cgroup cg and touches mib MiB of anonymous memory in small pages. */
-static pid_t grow_anon_in(const char *cg, size_t mib)
+/* A child in cgroup cg touches mib MiB of anonymous memory in small pages: its wait status. */
+static int grow_anon_in(const char *cg, size_t mib)
 {
-	char procs[256];
-	pid_t pid = fork();
+	pid_t pid = fork_into(cg);
 	size_t len = mib << 20, i;
 	char *p;
 
 	if (pid)
-		return pid;
-	snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg);
-	if (write_text(procs, "0"))
-		_exit(2);
+		return reap(pid);
 	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		_exit(3);
@@ -2022,7 +2036,6 @@ TEST_F_TIMEOUT(llmcache, pins_yield_to_memcg_pressure, 300)
 	char file[256], events[512];
 	long long released, squeezed;
 	int fd, status, i;
-	pid_t pid;
 
 	ASSERT_LE(0, memcg_make(cg, "67108864", &why));
 	if (why)
@@ -2032,15 +2045,12 @@ TEST_F_TIMEOUT(llmcache, pins_yield_to_memcg_pressure, 300)
 	drop_caches(); /* the engine's reads charge the pages to its cgroup */
 	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
 	ASSERT_EQ(0, sysfs_write("pin_budget", "268435456"));
-	pid = sweep_in(cg, fd, 6144 * 4096LL, 3);
-	ASSERT_LE(0, pid);
-	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_NE(-1, sweep_in(cg, fd, 6144 * 4096LL, 3));
 	ASSERT_EQ(6144, wait_pinned(6144)) TH_LOG("the loop is not pinned whole");
 	released = sysfs_num("stats/shrinker_released");
 
-	pid = grow_anon_in(cg, 52);
-	ASSERT_LE(0, pid);
-	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	status = grow_anon_in(cg, 52);
+	ASSERT_NE(-1, status);
 	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		TH_LOG("the allocation did not finish: status %#x (killed by signal %d)", status,
 		       WIFSIGNALED(status) ? WTERMSIG(status) : 0);
@@ -2050,9 +2060,7 @@ TEST_F_TIMEOUT(llmcache, pins_yield_to_memcg_pressure, 300)
 	EXPECT_LE(released + 6144 - squeezed, sysfs_num("stats/shrinker_released"));
 
 	sleep(2); /* a quiet second, then each plan grows the room back by 1/16 of the cgroup's half */
-	pid = sweep_in(cg, fd, 6144 * 4096LL, 4);
-	ASSERT_LE(0, pid);
-	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_NE(-1, sweep_in(cg, fd, 6144 * 4096LL, 4));
 	for (i = 0; i < 400 && sysfs_num("stats/pinned") <= squeezed; i++)
 		usleep(50000);
 	EXPECT_LT(squeezed, sysfs_num("stats/pinned")) TH_LOG("the pins did not grow back after the pressure");
