@@ -87,7 +87,7 @@ int StoragePool::open(const StorageConfig &cfg, std::unique_ptr<StoragePool> &ou
 	std::random_device rd;
 	p->pool_id_ = ((uint64_t)rd() << 32) ^ rd() ^ (uint64_t)getpid() << 16;
 
-	p->bufs_len_ = cfg.slab_bytes * cfg.queue_depth;
+	p->bufs_len_ = cfg.slab_bytes * p->buffer_count();
 	if (!(p->bufs_ = io_memory::map(p->bufs_len_, true)))
 		return err = "cannot allocate " + std::to_string(p->bufs_len_) + " bytes of I/O buffers", -ENOMEM;
 	const char *step = "set up io_uring";
@@ -113,11 +113,11 @@ StoragePool::~StoragePool()
 int StoragePool::setup_ring(const char *&step)
 {
 	int r = ring_.init(cfg_.queue_depth, true);
-	std::vector<iovec> iov(cfg_.queue_depth);
-	for (unsigned i = 0; i < cfg_.queue_depth; i++)
+	std::vector<iovec> iov(buffer_count());
+	for (unsigned i = 0; i < iov.size(); i++)
 		iov[i] = {bufs_ + (size_t)i * cfg_.slab_bytes, cfg_.slab_bytes};
 	step = "set up io_uring";
-	if (r == 0 && (r = ring_.register_buffers(iov.data(), cfg_.queue_depth)) < 0)
+	if (r == 0 && (r = ring_.register_buffers(iov.data(), buffer_count())) < 0)
 		step = "register the I/O buffers with io_uring (RLIMIT_MEMLOCK too low?)";
 	else if (r == 0 && (r = ring_.register_file(fd_)) < 0)
 		step = "register the device with io_uring";
@@ -126,7 +126,7 @@ int StoragePool::setup_ring(const char *&step)
 
 void StoragePool::release(uint64_t offset) { free_.push_back((offset - cfg_.offset) / cfg_.slab_bytes); }
 
-// Keeps up to queue_depth requests in flight, one registered buffer each, until all n are done.
+// Keeps queue_depth requests in flight, one registered buffer each, until all n are done.
 int StoragePool::run(size_t n, const Prep &prep, const Done &done)
 {
 	if (sync_) {
@@ -149,18 +149,20 @@ int StoragePool::run(size_t n, const Prep &prep, const Done &done)
 		if (int r = setup_ring(step); r < 0)
 			return r;
 	std::vector<unsigned> idle;
-	for (unsigned b = cfg_.queue_depth; b-- > 0;)
+	for (unsigned b = buffer_count(); b-- > 0;)
 		idle.push_back(b);
-	std::vector<size_t> item_of(cfg_.queue_depth);
-	// Completions are reaped as they come but handled one at a time, and every buffer freed is
-	// refilled before the next is handled: verifying a slab (or any wait for the CPU on a busy
-	// machine) never leaves the device without requests. Each request is submitted as soon as it is
-	// prepared, since preparing a write computes its checksum.
+	std::vector<size_t> item_of(buffer_count());
+	// Completions are reaped as they come but handled one at a time. There are twice as many buffers
+	// as requests in flight, so a completion waiting to be handled (a slab being verified, or any wait
+	// for the CPU on a busy machine) does not hold a request back: the device keeps queue_depth
+	// requests, as fio keeps its iodepth. Each request is submitted as soon as it is prepared, since
+	// preparing a write computes its checksum.
 	std::deque<std::pair<unsigned, int>> ready; // completed: buffer, result
 	size_t next = 0, inflight = 0;
 	int first = 0;
 	while (next < n || inflight || !ready.empty()) {
-		while (next < n && !idle.empty()) {
+		bool reaped = false; // a submission also takes in the completions that have arrived
+		while (next < n && inflight < cfg_.queue_depth && !idle.empty()) {
 			io_uring_sqe *sqe = ring_.get_sqe();
 			if (!sqe)
 				break;
@@ -173,9 +175,10 @@ int StoragePool::run(size_t n, const Prep &prep, const Done &done)
 			inflight++;
 			if (int r = ring_.submit(0); r < 0)
 				return r; // the ring is unusable; nothing was acknowledged as stored
+			reaped = true;
 		}
-		if (ready.empty() && inflight)
-			if (int r = ring_.submit(1); r < 0)
+		if (inflight && (ready.empty() || !reaped))
+			if (int r = ring_.submit(ready.empty() ? 1 : 0); r < 0)
 				return r;
 		io_uring_cqe cqe;
 		while (ring_.pop(cqe)) {

@@ -2,7 +2,7 @@
 /*
  * The storage pool: spilled KV slabs on a block-device node (a SmartSSD's NVMe namespace, any
  * /dev/nvme*, /dev/loop*) or a regular file, read and written with io_uring and O_DIRECT through
- * registered buffers, up to queue_depth requests in flight so the device stays busy. Slots of
+ * registered buffers, queue_depth requests in flight so the device stays busy. Slots of
  * slab_bytes are handed out from a free list; a write that fails (device full, I/O error) gives its
  * slot back and reports, so the caller keeps the data it still holds. Every read is verified
  * (slab.hpp) before the caller sees it.
@@ -113,6 +113,8 @@ private:
 	using Done = std::function<int(size_t item, unsigned buf, int res)>;
 	int run(size_t n, const Prep &prep, const Done &done);
 	int setup_ring(const char *&step); // (re)creates the ring for the calling thread, buffers and file registered
+	// Registered I/O buffers: queue_depth in flight and as many completed, waiting to be handled.
+	unsigned buffer_count() const { return 2 * cfg_.queue_depth; }
 
 	StorageConfig cfg_;
 	int fd_ = -1;

@@ -47,7 +47,7 @@ io_uring_sqe *Uring::get_sqe()
 
 int Uring::submit(unsigned wait_nr)
 {
-	int r = io_uring_submit_and_wait(&ring_, wait_nr);
+	int r = wait_nr ? io_uring_submit_and_wait(&ring_, wait_nr) : io_uring_submit_and_get_events(&ring_);
 	return r < 0 ? r : 0;
 }
 

@@ -25,7 +25,10 @@ public:
 	int register_buffers(const iovec *iov, unsigned n);
 	int register_file(int fd); // the file becomes fixed file 0
 	io_uring_sqe *get_sqe();   // nullptr when the submission queue is full
-	int submit(unsigned wait_nr); // submits what get_sqe handed out; waits for wait_nr completions
+	// Submits what get_sqe handed out and takes in the completions that have arrived (with
+	// DEFER_TASKRUN they reach the completion queue only when the ring is entered for them); waits
+	// for wait_nr of them.
+	int submit(unsigned wait_nr);
 	bool pop(io_uring_cqe &out);  // the next completion, if any
 	unsigned entries() const { return ready_ ? ring_.sq.ring_entries : 0; }
 	pid_t owner() const { return owner_; } // the thread that set the ring up
