@@ -7,8 +7,9 @@
 # Usage: scripts/bench-kv.sh TESTS_DIR RESULTS_DIR
 # Environment: KV_BENCH_MIB (storage pass, 1024: a pass of 256 MiB lasts under 0.1 s at loop-device
 # speeds, too short to measure on a shared machine; the bench holds two copies of a pass in memory and
-# the loop device's backing file in the page cache), KV_BENCH_ROUNDS (5), KV_DECODE_CONTEXTS
-# (4096,8192,16384,32768), KV_DECODE_BATCHES (1,8), KV_DECODE_LAYERS (1), KV_DECODE_STEPS (3),
+# the loop device's backing file in the page cache), KV_BENCH_ROUNDS (9: single rounds on a loop
+# device spread from 0.7x to several times fio), KV_DECODE_CONTEXTS (4096,8192,16384,32768),
+# KV_DECODE_BATCHES (1,8), KV_DECODE_LAYERS (1), KV_DECODE_STEPS (3),
 # KV_DECODE_HEAVY (16: one page in 16 holds the important keys; 0: uniformly random keys),
 # KV_DECODE_UNIFORM_CONTEXTS (4096,32768: a second decode run with uniformly random keys, where
 # importance is spread over every page and the row fetch matters; empty: skipped).
@@ -43,7 +44,7 @@ else
 	echo "(not root or no loop devices: the storage pool is measured on the plain file only)"
 fi
 echo "=== KV storage pool against fio (O_DIRECT, io_uring, same block size and queue depth, interleaved) ==="
-"$tests/bench_kv_storage" "$targets" "$mib" "${KV_BENCH_ROUNDS:-5}" | tee "$out/kv-storage.txt" || true
+"$tests/bench_kv_storage" "$targets" "$mib" "${KV_BENCH_ROUNDS:-9}" | tee "$out/kv-storage.txt" || true
 
 echo
 echo "=== KV scoring: exact kernel against the memory-bandwidth bound ==="

@@ -3,7 +3,7 @@
 // buffers, CRC32C-sealed slabs) against fio on the same target, block size and queue depth, in the
 // same run. Each round runs fio write, pool spill, fio read, pool restore back to back, so both see
 // the same load from whatever else runs on the machine; the ratio is taken per round and the median
-// round is reported. Reads alternate which of the two goes first (fio's write must come first: it
+// round is reported, with every round's two bandwidths. Reads alternate which of the two goes first (fio's write must come first: it
 // overwrites the pool's slabs), and the target is flushed (fsync) before every timed phase, so that
 // neither pays for writing back what the other left dirty (a loop device's backing file sits in the
 // page cache, and the kernel writes it back at moments of its own). A spill is StoragePool::write of pages held in SlabBuffers, as the CPU pool
@@ -280,13 +280,13 @@ void restore_copy_rates(std::vector<SlabBuffer> &dst, uint64_t sb, double &two_p
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		std::fprintf(stderr, "usage: bench_kv_storage TARGET[,TARGET...] [MiB per pass (1024)] [rounds (5)] "
+		std::fprintf(stderr, "usage: bench_kv_storage TARGET[,TARGET...] [MiB per pass (1024)] [rounds (9)] "
 				     "[queue depth (32)] [slab bytes (299008)]\n"
 				     "TARGET: a block device or a file on a file system with O_DIRECT; it is overwritten\n");
 		return 2;
 	}
 	const uint64_t mib = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1024;
-	const int rounds = argc > 3 ? std::atoi(argv[3]) : 5;
+	const int rounds = argc > 3 ? std::atoi(argv[3]) : 9;
 	const unsigned qd = argc > 4 ? (unsigned)std::atoi(argv[4]) : 32;
 	// The default slab: one page of 32 tokens of LLaMA-2-7B K (32 heads x 128, fp16) with its key
 	// bounds and header, rounded up to 4096.
@@ -395,6 +395,14 @@ int main(int argc, char **argv)
 		row("restore, 128 slabs per call", median(fr), br);
 		row("restore into memory, one call", median(fr), pm);
 		row("restore into memory, 128/call", median(fr), bm);
+		auto rounds_of = [](const char *what, const std::vector<double> &fio, const std::vector<double> &ratio) {
+			std::printf("%s, GB/s per round (fio/pool):", what);
+			for (size_t k = 0; k < fio.size(); k++)
+				std::printf(" %.2f/%.2f", fio[k] / 1e9, fio[k] * ratio[k] / 1e9);
+			std::printf("\n");
+		};
+		rounds_of("spill", fw, pw);
+		rounds_of("restore", fr, pr);
 		std::printf("CPU time per GB (user + system of the process; steadier than bandwidth on a shared machine):\n"
 			    "  write: fio %.0f ms, pool %.0f ms;  read: fio %.0f ms, pool %.0f ms (verifying every slab's CRC32C), "
 			    "%.0f ms into memory (verified as copied)\n",
