@@ -153,20 +153,20 @@ int StoragePool::run(size_t n, const Prep &prep, const Done &done)
 	for (unsigned b = buffer_count(); b-- > 0;)
 		idle.push_back(b);
 	std::vector<size_t> item_of(buffer_count());
-	// Completions are reaped as they come but handled one at a time. There are twice as many buffers
-	// as requests in flight, so a completion waiting to be handled (a slab being verified, or any wait
-	// for the CPU on a busy machine) does not hold a request back: the device keeps queue_depth
-	// requests, as fio keeps its iodepth. Each request is submitted as soon as it is prepared, since
-	// preparing a write computes its checksum.
-	// With nothing left to handle, the thread sleeps until a quarter of the queue has completed, not
-	// one request: woken for each, it slowed a loop device's worker by 10-30% (evaluation.md, "Waking
-	// for a quarter of the queue"); the other three quarters keep the device busy meanwhile.
-	const size_t wake_batch = std::max(1u, cfg_.queue_depth / 4);
+	// Completions are taken in at every submission but handled one at a time. There are twice as many
+	// buffers as requests in flight, so a completion waiting to be handled (a slab being verified, or
+	// any wait for the CPU on a busy machine) does not hold a request back: the device keeps
+	// queue_depth requests, as fio keeps its iodepth. Each request is submitted as soon as it is
+	// prepared, since preparing a write computes its checksum. With nothing left to handle, the thread
+	// sleeps until a quarter of the queue has completed, not one request: woken for each, it slowed a
+	// loop device's worker by 10-30% (evaluation.md, "Waking for a quarter of the queue"); the other
+	// three quarters keep the device busy meanwhile.
+	const unsigned wake_batch = std::max(1u, cfg_.queue_depth / 4);
 	std::deque<std::pair<unsigned, int>> ready; // completed: buffer, result
 	size_t next = 0, inflight = 0;
 	int first = 0;
 	while (next < n || inflight || !ready.empty()) {
-		bool reaped = false; // a submission also takes in the completions that have arrived
+		bool reaped = false; // submitted, and so took in the completions that had arrived
 		while (next < n && inflight < cfg_.queue_depth && !idle.empty()) {
 			io_uring_sqe *sqe = ring_.get_sqe();
 			if (!sqe)
