@@ -6,7 +6,7 @@ RESULTS ?= results
 JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 
-.PHONY: all deps demo check bench install clean kmod vm-check vm-bench
+.PHONY: all deps demo check bench bench-engine install clean kmod vm-check vm-bench
 
 all: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -23,7 +23,11 @@ check: all
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 bench: all
-	@scripts/bench.sh $(BUILD)/bin $(BUILD)/tests $(RESULTS)
+	@scripts/bench.sh $(BUILD) $(RESULTS)
+
+# A real engine (llama.cpp through node-llama-cpp, installed from npm) under memory limits.
+bench-engine: all
+	@scripts/bench-engine.sh $(BUILD) $(RESULTS)
 
 # llmcache.ko against every installed Debian amd64 kernel's headers (6.1 and 6.12 after make deps).
 KMOD_KDIRS ?= $(filter-out %-cloud-amd64 %-rt-amd64,$(wildcard /usr/src/linux-headers-*-amd64))

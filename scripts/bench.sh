@@ -3,11 +3,11 @@
 # make bench: speed and memory of the simulator and the policy core, the hit-ratio table of the
 # paper's four app workloads (llm against every baseline and Belady), and the KV half (bench-kv.sh).
 # Figures are printed with the machine they ran on; Documentation/evaluation.md records them.
-# Usage: scripts/bench.sh BIN_DIR TESTS_DIR RESULTS_DIR
+# Usage: scripts/bench.sh BUILD_DIR RESULTS_DIR
 set -euo pipefail
-bin=${1:?usage: bench.sh BIN_DIR TESTS_DIR RESULTS_DIR}
-tests=${2:?usage: bench.sh BIN_DIR TESTS_DIR RESULTS_DIR}
-out=${3:?usage: bench.sh BIN_DIR TESTS_DIR RESULTS_DIR}/bench
+build=${1:?usage: bench.sh BUILD_DIR RESULTS_DIR}
+bin=$build/bin tests=$build/tests
+out=${2:?usage: bench.sh BUILD_DIR RESULTS_DIR}/bench
 mkdir -p "$out"
 
 echo "=== Replay throughput, core cost, memory (10.5 M block accesses of a decoder) ==="
@@ -38,6 +38,10 @@ fi
 echo
 echo "=== llmcached --mode=bpf against the stock kernel under a memory cgroup limit ==="
 "$(dirname "$0")/bench-bpf-mode.sh" "$bin" "$out"
+
+echo
+echo "=== A real engine (llama.cpp) under memory cgroup limits: stock, static mlock, llmcached --mode=bpf ==="
+"$(dirname "$0")/bench-engine.sh" "$build" "$out"
 
 echo
 "$(dirname "$0")/bench-kv.sh" "$tests" "$out"

@@ -11,6 +11,7 @@
 
 #include "trace/trace.hpp"
 #include "util/units.hpp"
+#include "workload/gguf.hpp"
 #include "workload/run.hpp"
 #include "workload/workload.hpp"
 
@@ -26,8 +27,9 @@ Commands:
   app NAME   one of the page-cache paper's on-device apps (section 3.1):
              ai-notes, ai-translate, text-embedder, text-classification
   decoder    a parametric decoder: config scan, tokenizer hot set, weights swept once per token
+  gguf PATH  write a llama-architecture GGUF model with random weights, for a real engine (llama.cpp)
 
-Every command either writes its accesses as a trace (--trace FILE [--format F]) or performs them as real
+app and decoder either write its accesses as a trace (--trace FILE [--format F]) or performs them as real
 I/O on files it creates in a directory (--dir DIR), tracing exactly what it did when --trace is given too.
 Run `llmworkload COMMAND --help` for the options of a command. Documentation/workloads.md has the details.
 
@@ -35,6 +37,7 @@ EXAMPLES
   llmworkload app ai-notes --trace ai-notes.trace
   llmworkload app text-embedder --scale 0.5 --trace te.csv --format csv
   llmworkload decoder --weights-size 256MiB --tokens 16 --access mmap --dir /tmp/wl --json
+  llmworkload gguf model.gguf --size 590MiB
 )";
 
 struct Common {
@@ -145,8 +148,68 @@ po::variables_map parse(const std::vector<std::string> &args, const po::options_
 	return vm;
 }
 
+int run_gguf(const std::vector<std::string> &args)
+{
+	wl::GgufModel m;
+	std::string path, size, type = "f16", seed = "1";
+	po::options_description d("Model options");
+	d.add_options()
+		("help,h", "show this help")
+		("size", po::value(&size), "choose the number of layers that comes closest to this file size (overrides --layers)")
+		("layers", po::value(&m.layers)->default_value(m.layers), "transformer blocks")
+		("embd", po::value(&m.embd)->default_value(m.embd), "embedding length (n_embd)")
+		("ff", po::value(&m.ff)->default_value(m.ff), "feed-forward length (n_ff)")
+		("heads", po::value(&m.heads)->default_value(m.heads), "attention heads")
+		("kv-heads", po::value(&m.kv_heads)->default_value(m.kv_heads), "key/value heads (fewer than --heads: GQA)")
+		("vocab", po::value(&m.vocab)->default_value(m.vocab), "vocabulary size (at least 259)")
+		("context", po::value(&m.context)->default_value(m.context), "training context length")
+		("type", po::value(&type)->default_value(type), "weight type: f16 or q8_0")
+		("seed", po::value(&seed)->default_value(seed), "random seed of the weights")
+		("json", "print the summary as JSON");
+	po::options_description hidden;
+	hidden.add_options()("path", po::value(&path));
+	po::positional_options_description pos;
+	pos.add("path", 1);
+	po::options_description parsed;
+	parsed.add(d).add(hidden);
+	po::variables_map vm = parse(args, parsed, pos);
+	if (vm.count("help")) {
+		std::cout << "Usage: llmworkload gguf PATH [options]\n\n" << d
+			  << "\nEXAMPLES\n"
+			     "  llmworkload gguf model.gguf --size 590MiB\n"
+			     "  llmworkload gguf small.gguf --embd 512 --ff 1408 --heads 8 --size 64MiB\n"
+			     "  llmworkload gguf gqa.gguf --type q8_0 --heads 16 --kv-heads 4 --size 1GiB\n";
+		return 0;
+	}
+	if (path.empty())
+		throw po::error("say where the model goes: llmworkload gguf PATH");
+	if (type != "f16" && type != "q8_0")
+		throw po::error("--type: '" + type + "' is not f16 or q8_0");
+	m.type = type == "f16" ? wl::GgufType::f16 : wl::GgufType::q8_0;
+	m.seed = count("seed", seed, UINT64_MAX);
+	if (!size.empty()) {
+		try {
+			m.layers = wl::layers_for_size(m, parse_bytes(size));
+		} catch (const std::invalid_argument &e) {
+			throw po::error(std::string("--size: ") + e.what());
+		}
+	}
+	wl::write_gguf(m, path);
+	const unsigned long long bytes = wl::gguf_size(m);
+	if (vm.count("json"))
+		std::printf("{\"path\":\"%s\",\"bytes\":%llu,\"layers\":%u,\"embd\":%u,\"ff\":%u,\"heads\":%u,"
+			    "\"kv_heads\":%u,\"vocab\":%u,\"type\":\"%s\"}\n",
+			    json_escape(path).c_str(), bytes, m.layers, m.embd, m.ff, m.heads, m.kv_heads, m.vocab, type.c_str());
+	else
+		std::printf("path=%s bytes=%llu layers=%u embd=%u ff=%u heads=%u kv_heads=%u vocab=%u type=%s\n", path.c_str(),
+			    bytes, m.layers, m.embd, m.ff, m.heads, m.kv_heads, m.vocab, type.c_str());
+	return 0;
+}
+
 int run(const std::string &cmd, const std::vector<std::string> &args)
 {
+	if (cmd == "gguf")
+		return run_gguf(args);
 	Common c;
 	po::options_description all = common_options(c), hidden;
 	std::vector<std::string> positionals;
@@ -266,8 +329,8 @@ int main(int argc, char **argv)
 	}
 	std::string cmd = args[0];
 	args.erase(args.begin());
-	if (cmd != "app" && cmd != "decoder") {
-		std::fprintf(stderr, "llmworkload: unknown command '%s'; the commands are app and decoder "
+	if (cmd != "app" && cmd != "decoder" && cmd != "gguf") {
+		std::fprintf(stderr, "llmworkload: unknown command '%s'; the commands are app, decoder and gguf "
 				     "(see llmworkload --help)\n", cmd.c_str());
 		return 2;
 	}

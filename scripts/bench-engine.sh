@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# make bench-engine: a real engine under memory pressure. llama.cpp's CPU build (node-llama-cpp, installed
+# from npm into BUILD/engine) decodes greedily from a random-weight llama GGUF that llmworkload writes,
+# through mmap (its default), inside a memory cgroup (v1 or v2) at several limits, with:
+#   stock    the kernel alone;
+#   mlock    a static mlock of the model's first 70% of the limit by a helper in the engine's cgroup
+#            (what `vmtouch -l` does);
+#   bpf      llmcached --mode=bpf --manage MODEL --pin-budget 1GiB.
+# Each mode gets a warm-up run, then RUNS measured runs; the page cache is dropped before every run.
+# Printed per model, limit and mode: median decode tokens/s and its ratio to stock, disk bytes read per
+# token (the device's counter during the decode), major faults per token, refused or killed engines,
+# and the sizing rule's floor (model - (limit - the engine's other memory), bytes per token) and the
+# ceiling it allows (compute time of the unlimited run + floor at the disk's measured bandwidth, no
+# overlap). CSV and an SVG plot go to RESULTS/bench-engine. Documentation/engine-bench.md has figures.
+# Needs root (cgroups, drop_caches, BPF) and node >= 20.
+# Usage: scripts/bench-engine.sh BUILD_DIR [RESULTS_DIR] [RUNS]
+# Environment: LLMCACHE_ENGINE_MODELS   "name:llmworkload gguf options, comma-separated" ...
+#                                       (default "f16:--layers=24", 596 MiB)
+#              LLMCACHE_ENGINE_LIMITS   limits, as % of the model or in MiB (default 650MiB)
+#              LLMCACHE_ENGINE_MODES    (default "stock mlock bpf"), _TOKENS (16), _THREADS (2)
+set -euo pipefail
+build=${1:?usage: bench-engine.sh BUILD_DIR [RESULTS_DIR] [RUNS]}
+out=${2:-results}/bench-engine
+runs=${3:-3}
+bin=$build/bin
+models=${LLMCACHE_ENGINE_MODELS:-f16:--layers=24}
+limits=${LLMCACHE_ENGINE_LIMITS:-650MiB}
+modes=${LLMCACHE_ENGINE_MODES:-stock mlock bpf}
+tokens=${LLMCACHE_ENGINE_TOKENS:-16} threads=${LLMCACHE_ENGINE_THREADS:-2}
+here=$(cd "$(dirname "$0")" && pwd)
+if [ "$(id -u)" -ne 0 ]; then echo "bench-engine.sh: skipped: needs root (memory cgroups, drop_caches, BPF)"; exit 0; fi
+engine=$(realpath -m "$build/engine")
+if ! "$here/engine/install.sh" "$engine"; then echo "bench-engine.sh: skipped: no real engine (above)"; exit 0; fi
+if [ -d /sys/fs/cgroup/memory ]; then
+	cgroot=/sys/fs/cgroup/memory limit_file=memory.limit_in_bytes peak_file=memory.max_usage_in_bytes
+elif grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+	cgroot=/sys/fs/cgroup limit_file=memory.max peak_file=memory.peak
+	echo +memory >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
+else
+	echo "bench-engine.sh: skipped: no memory cgroup controller"; exit 0
+fi
+mkdir -p "$out" "$engine/models"
+cg=$cgroot/llmcache-engine-$$
+sock=$out/llmcached.sock
+helper=
+cleanup() {
+	[ -z "$helper" ] || { kill "$helper" 2>/dev/null; wait "$helper" 2>/dev/null || true; }
+	rmdir "$cg" 2>/dev/null || true
+}
+trap cleanup EXIT
+mkdir "$cg"
+
+oom_kills() { # the cgroup's OOM kills so far
+	if [ -f "$cg/memory.events" ]; then awk '$1 == "oom_kill" { print $2 }' "$cg/memory.events"
+	else awk '$1 == "oom_kill" { print $2 }' "$cg/memory.oom_control" 2>/dev/null || echo 0; fi
+}
+median() { sort -g | awk '{ v[NR] = $1 } END { if (!NR) print 0; else print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+json_num() { grep -oE "\"$2\":[0-9.e+-]+" <<<"$1" | head -n 1 | cut -d: -f2; }
+
+# engine MODEL: one run in the cgroup, page cache dropped first. Prints its JSON line, or "refused" or
+# "killed" (OOM) with the engine's last words in $out/engine.err.
+engine_run() {
+	local before o rc=0
+	sync && echo 3 >/proc/sys/vm/drop_caches
+	before=$(oom_kills)
+	o=$(sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$cg" \
+		env LLMCACHE_DISK_STAT="$disk_stat" node "$engine/generate.mjs" "$1" "$tokens" "$threads" \
+		2>"$out/engine.err") || rc=$?
+	if [ "$(oom_kills)" != "$before" ]; then echo killed
+	elif grep -q InsufficientMemoryError "$out/engine.err"; then echo refused
+	elif [ $rc -ne 0 ] || [ -z "$o" ]; then echo "failed (rc $rc): $(tail -n 3 "$out/engine.err")" >&2; echo failed
+	else echo "$o"; fi
+}
+
+start_mode() { # mode model limit_bytes
+	case $1 in
+	stock) ;;
+	mlock)
+		sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$cg" \
+			"$build/tests/mlock_prefix" "$2" $(($3 * 7 / 10)) >"$out/helper.out" 2>&1 &
+		helper=$!
+		for _ in $(seq 600); do grep -q locked "$out/helper.out" && return; sleep 0.1; done
+		echo "mlock_prefix did not lock: $(cat "$out/helper.out")"; exit 1 ;;
+	bpf)
+		"$bin/llmcached" --config /dev/null --mode=bpf --socket "$sock" --pin-budget 1GiB --manage "$2" \
+			>"$out/llmcached.log" 2>&1 &
+		helper=$!
+		for _ in $(seq 100); do
+			"$bin/llmcachectl" status --socket "$sock" >/dev/null 2>&1 && return
+			kill -0 "$helper" 2>/dev/null || break
+			sleep 0.1
+		done
+		echo "llmcached did not start:"; cat "$out/llmcached.log"; exit 1 ;;
+	esac
+}
+stop_mode() {
+	[ -z "$helper" ] || { kill "$helper"; wait "$helper" 2>/dev/null || true; helper=; }
+}
+
+svg() { # csv -> svg: tokens/s against the limit (% of the model), one line per model and mode
+	awk -F, 'NR > 1 && $5 > 0 { key = $1 " " $4; x[key, ++n[key]] = $3; y[key, n[key]] = $5; keys[key];
+			if ($3 > xmax) xmax = $3; if ($5 > ymax) ymax = $5 }
+		END {
+			W = 640; H = 400; L = 60; B = 50; xmax = xmax * 1.05 + 1; ymax = ymax * 1.1 + 0.001
+			printf "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" font-size=\"12\">\n", W, H
+			printf "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+			printf "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", L, H - B, W - 10, H - B
+			printf "<line x1=\"%d\" y1=\"10\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", L, L, H - B
+			printf "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">memory limit (%% of the model)</text>\n", (L + W) / 2, H - 10
+			printf "<text x=\"15\" y=\"%d\" transform=\"rotate(-90 15 %d)\" text-anchor=\"middle\">decode tokens/s</text>\n", H / 2, H / 2
+			for (t = 0; t <= 4; t++) {
+				printf "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%.1f</text>\n", L - 5, H - B - t * (H - B - 10) / 4 + 4, ymax * t / 4
+				printf "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%d</text>\n", L + t * (W - L - 10) / 4, H - B + 15, xmax * t / 4
+			}
+			split("#1f77b4 #d62728 #2ca02c #9467bd #ff7f0e #8c564b", colour, " ")
+			for (key in keys) {
+				c = colour[++k]; pts = ""
+				for (i = 1; i <= n[key]; i++)
+					pts = pts sprintf("%.1f,%.1f ", L + x[key, i] / xmax * (W - L - 10), H - B - y[key, i] / ymax * (H - B - 10))
+				printf "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"%s\"/>\n", c, pts
+				printf "<text x=\"%d\" y=\"%d\" fill=\"%s\">%s</text>\n", L + 10, 10 + 15 * k, c, key
+			}
+			print "</svg>"
+		}' "$1"
+}
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(uname -r)," \
+	"$(free -g | awk '/^Mem/ {print $2}') GiB; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "engine: llama.cpp (node-llama-cpp $(node -p "require('$engine/node_modules/node-llama-cpp/package.json').version")," \
+	"prebuilt CPU build), mmap, $threads threads, greedy, $tokens tokens per run, $runs runs per mode after a warm-up run"
+csv=$out/engine.csv
+echo "model,limit_mib,limit_pct,mode,tokens_per_s,x_stock,mb_read_per_token,major_faults_per_token,floor_mb_per_token,ceiling_tokens_per_s,refused,killed" >"$csv"
+for spec in $models; do
+	name=${spec%%:*} opts=${spec#*:}
+	model=$engine/models/$name.gguf
+	# shellcheck disable=SC2086 # the options, one word each
+	"$bin/llmworkload" gguf "$model" ${opts//,/ } >/dev/null
+	model_bytes=$(stat -c %s "$model")
+	devno=$(stat -c %d "$model")
+	sysdev=/sys/dev/block/$(( (devno >> 8) & 0xfff )):$(( (devno & 0xff) | ((devno >> 12) & 0xfff00) ))
+	[ ! -e "$sysdev/partition" ] || sysdev=$(readlink -f "$sysdev/..")
+	disk_stat=$sysdev/stat
+	# The disk's bandwidth, the engine's speed and its other memory (heap, context, code) with no limit.
+	t0=$(date +%s%N)
+	dd if="$model" of=/dev/null bs=8M iflag=direct status=none
+	bw=$(( model_bytes * 1000000000 / ($(date +%s%N) - t0) ))
+	echo max >"$cg/$limit_file" 2>/dev/null || echo -1 >"$cg/$limit_file"
+	[ "$peak_file" = memory.peak ] || echo 0 >"$cg/$peak_file"
+	engine_run "$model" >/dev/null
+	fit=$(engine_run "$model")
+	fit_tps=$(json_num "$fit" tokens_per_s)
+	peak=$(cat "$cg/$peak_file")
+	other=$(( peak > model_bytes ? peak - model_bytes : 0 ))
+	echo
+	echo "model $name: $((model_bytes >> 20)) MiB (llmworkload gguf ${opts//,/ }), disk $(basename "$sysdev") at $((bw / 1000000)) MB/s;" \
+		"no limit: $fit_tps tokens/s, peak memory $((peak >> 20)) MiB (other than the model: $((other >> 20)) MiB)"
+	printf '%-9s %-5s %-6s %9s %8s %14s %13s %11s %13s  %s\n' limit "%" mode tokens/s "x stock" "MB read/token" \
+		"majflt/token" "floor MB/t" "ceiling t/s" notes
+	for lim in $limits; do
+		case $lim in
+		*%) limit_bytes=$(( model_bytes * ${lim%\%} / 100 )) ;;
+		*MiB) limit_bytes=$(( ${lim%MiB} << 20 )) ;;
+		*) echo "bench-engine.sh: a limit is a percentage of the model (80%) or MiB (650MiB), not '$lim'"; exit 2 ;;
+		esac
+		pct=$(( limit_bytes * 100 / model_bytes ))
+		floor=$(( model_bytes + other > limit_bytes ? model_bytes + other - limit_bytes : 0 ))
+		ceiling=$(awk -v t="$fit_tps" -v f="$floor" -v bw="$bw" 'BEGIN { printf "%.2f", 1 / (1 / t + f / bw) }')
+		declare -A tps=()
+		for mode in $modes; do
+			echo "$limit_bytes" >"$cg/$limit_file"
+			start_mode "$mode" "$model" "$limit_bytes"
+			rm -f "$out/runs"
+			engine_run "$model" >/dev/null
+			refused=0 killed=0
+			for _ in $(seq "$runs"); do
+				o=$(engine_run "$model")
+				case $o in
+				refused) refused=$((refused + 1)) ;;
+				killed) killed=$((killed + 1)) ;;
+				failed) ;;
+				*) echo "$(json_num "$o" tokens_per_s) $(json_num "$o" disk_read_bytes) $(json_num "$o" major_faults) $(json_num "$o" decode_tokens)" >>"$out/runs" ;;
+				esac
+			done
+			stop_mode
+			t=$( [ -f "$out/runs" ] && awk '{ print $1 }' "$out/runs" | median || echo 0)
+			mb=$( [ -f "$out/runs" ] && awk '{ print $2 / $4 / 1e6 }' "$out/runs" | median || echo 0)
+			mf=$( [ -f "$out/runs" ] && awk '{ print $3 / $4 }' "$out/runs" | median || echo 0)
+			tps[$mode]=$t
+			x=$(awk -v a="$t" -v b="${tps[stock]:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
+			notes=
+			[ $refused = 0 ] || notes+="refused $refused of $runs; "
+			[ $killed = 0 ] || notes+="OOM-killed $killed of $runs; "
+			printf '%-9s %-5s %-6s %9.2f %8s %14.1f %13.0f %11.1f %13s  %s\n' "$((limit_bytes >> 20))MiB" "$pct" "$mode" \
+				"$t" "$x" "$mb" "$mf" "$(awk -v f="$floor" 'BEGIN { print f / 1e6 }')" "$ceiling" "$notes"
+			echo "$name,$((limit_bytes >> 20)),$pct,$mode,$t,$x,$mb,$mf,$(awk -v f="$floor" 'BEGIN { print f / 1e6 }'),$ceiling,$refused,$killed" >>"$csv"
+		done
+	done
+done
+svg "$csv" >"$out/engine.svg"
+echo
+echo "CSV: $csv; plot: $out/engine.svg"

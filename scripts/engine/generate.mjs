@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: MIT
+// The real engine of the benchmarks: llama.cpp's CPU build, as node-llama-cpp ships it prebuilt, loading
+// a GGUF model through mmap (llama.cpp's default) and decoding greedily. It prints one JSON line: the
+// load, prompt and decode times, decode tokens/s, the generated token ids (so that runs with and without
+// llmcache can be compared token for token), the process's major faults and the bytes it read from disk.
+// Memory-aware like any node-llama-cpp app: the context is refused when the free RAM it sees is too small.
+// With LLMCACHE_DISK_STAT set to a block device's stat file (/sys/block/DEV/stat), it also prints the
+// bytes that device read during the decode, whoever read them.
+// Usage: node generate.mjs MODEL.gguf [TOKENS] [THREADS] [PROMPT]
+import fs from "node:fs";
+import process from "node:process";
+import {getLlama, LlamaLogLevel} from "node-llama-cpp";
+
+const [modelPath, tokensArg = "16", threadsArg = "2", prompt = "The quick brown fox jumps over the lazy dog"] =
+    process.argv.slice(2);
+if (!modelPath) {
+    console.error("usage: node generate.mjs MODEL.gguf [TOKENS] [THREADS] [PROMPT]");
+    process.exit(2);
+}
+const tokens = Number(tokensArg), threads = Number(threadsArg);
+if (!Number.isInteger(tokens) || tokens < 1 || !Number.isInteger(threads) || threads < 1) {
+    console.error(`generate.mjs: TOKENS (${tokensArg}) and THREADS (${threadsArg}) must be positive integers`);
+    process.exit(2);
+}
+
+function procIo() {
+    const io = Object.fromEntries(fs.readFileSync("/proc/self/io", "utf8").trim().split("\n")
+        .map((l) => l.split(": ")).map(([k, v]) => [k, Number(v)]));
+    const stat = fs.readFileSync("/proc/self/stat", "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const disk = process.env.LLMCACHE_DISK_STAT;
+    const sectors = disk ? Number(fs.readFileSync(disk, "utf8").trim().split(/\s+/)[2]) : 0;
+    return {readBytes: io.read_bytes, majorFaults: Number(fields[9]), diskBytes: sectors * 512}; // majflt: field 12
+}
+
+const seconds = (t0) => Number(process.hrtime.bigint() - t0) / 1e9;
+const t0 = process.hrtime.bigint();
+const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error, maxThreads: threads});
+const model = await llama.loadModel({modelPath, useMmap: true});
+const context = await model.createContext({contextSize: 512, threads, batchSize: 512});
+const sequence = context.getSequence();
+const loadS = seconds(t0);
+
+const input = model.tokenize(prompt);
+const t1 = process.hrtime.bigint();
+let firstS = 0, t2 = 0n, before = procIo();
+const out = [];
+for await (const token of sequence.evaluate(input, {temperature: 0})) {
+    out.push(token);
+    if (out.length === 1) {
+        firstS = seconds(t1); // the prompt, and the first token with it
+        t2 = process.hrtime.bigint();
+        before = procIo(); // what follows is the decode's
+    }
+    if (out.length >= tokens)
+        break;
+}
+const decodeS = out.length > 1 ? seconds(t2) : 0;
+const after = procIo();
+console.log(JSON.stringify({
+    engine: `llama.cpp via node-llama-cpp ${llama.buildType === undefined ? "" : llama.buildType}`.trim(),
+    load_s: loadS, prompt_tokens: input.length, prompt_s: firstS, decode_tokens: out.length - 1, decode_s: decodeS,
+    tokens_per_s: decodeS > 0 ? (out.length - 1) / decodeS : 0,
+    read_bytes: after.readBytes - before.readBytes, major_faults: after.majorFaults - before.majorFaults,
+    disk_read_bytes: after.diskBytes - before.diskBytes,
+    tokens: out
+}));
+await context.dispose();
+await model.dispose();
+await llama.dispose();
