@@ -35,7 +35,8 @@ void add_bpf_mode_options(po::options_description &d, BpfModeConfig &c)
 		("bw", po::value(&c.bw)->default_value(c.bw), "bpf mode: storage bandwidth for the sizing rule")
 		("t", po::value(&c.t)->default_value(c.t), "bpf mode: allowed fetch delay per loop iteration (sizing rule)")
 		("scan-idle", po::value(&c.scan_idle)->default_value(c.scan_idle), "bpf mode: a scan untouched this long is finished and dropped")
-		("memcg-headroom", po::value(&c.memcg_headroom)->default_value(c.memcg_headroom), "bpf mode: pins stay this far below the engine's memory cgroup limit")
+		("memcg-headroom", po::value(&c.memcg_headroom)->default_value(c.memcg_headroom), "bpf mode: pins stay this far below the engine's memory cgroup limit (for mmap engines: below the limit less what they use)")
+		("no-prefetch", po::bool_switch(&c.no_prefetch), "bpf mode: do not read mmap engines' unpinned loop blocks ahead of them")
 		("ring-size", po::value(&c.ring)->default_value(c.ring), "bpf mode: BPF ring buffer, a power of two")
 		("hooks", po::value(&c.hooks)->default_value(c.hooks), "bpf mode: auto, filemap or syscalls");
 }
@@ -75,8 +76,9 @@ struct BpfMode::Impl {
 			std::unique_lock g(lock, std::defer_lock);
 			try {
 				// Unlocked: status() must never queue behind an idle ring. Passed loop tails go every
-				// 10 ms: at 1 GB/s an engine passes 50 MB in one 50 ms tick.
-				feed->wait(tails_pending ? 10 : 50);
+				// 10 ms: at 1 GB/s an engine passes 50 MB in one 50 ms tick. The read-ahead follows the
+				// engine every 5 ms: its window is consumed in 20-30 ms at such a rate.
+				feed->wait(mgr->prefetching() ? 5 : tails_pending ? 10 : 50);
 				g.lock();
 				feed->poll(0);
 			} catch (const std::exception &e) {
@@ -92,6 +94,7 @@ struct BpfMode::Impl {
 				last_tick = now;
 			} else {
 				mgr->drop_tails();
+				mgr->prefetch();
 			}
 			tails_pending = mgr->tails_pending();
 		}
@@ -115,6 +118,7 @@ int BpfMode::start(const BpfModeConfig &c, std::function<void(const std::string 
 		o.t_ns = units::parse_duration_ns(c.t);
 		o.scan_idle_ns = units::parse_duration_ns(c.scan_idle);
 		o.memcg_headroom = units::parse_bytes(c.memcg_headroom);
+		o.prefetch = !c.no_prefetch;
 		min_size = units::parse_bytes(c.min_size);
 		ring = units::parse_bytes(c.ring);
 	} catch (const std::exception &e) {

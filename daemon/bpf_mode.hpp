@@ -23,6 +23,7 @@ struct BpfModeConfig {
 	std::vector<uint32_t> pids;
 	std::string cgroup, pin_budget = "256MiB", hot_reserve = "4MiB", bw = "100MB/s", t = "100ms",
 			    min_size = "1MiB", scan_idle = "1s", memcg_headroom = "16MiB", ring = "4MiB", hooks = "auto";
+	bool no_prefetch = false;
 };
 
 // The options of this mode (they take effect with --mode=bpf).

@@ -18,7 +18,8 @@
 # Environment: LLMCACHE_ENGINE_MODELS   "name:llmworkload gguf options, comma-separated" ...
 #                                       (default "f16:--layers=24", 596 MiB)
 #              LLMCACHE_ENGINE_LIMITS   limits, as % of the model or in MiB (default 650MiB)
-#              LLMCACHE_ENGINE_MODES    (default "stock mlock bpf"), _TOKENS (16), _THREADS (2)
+#              LLMCACHE_ENGINE_MODES    (default "stock mlock bpf"; "bpf:--opt,--opt=value" passes
+#                                       llmcached options), _TOKENS (16), _THREADS (2)
 set -euo pipefail
 build=${1:?usage: bench-engine.sh BUILD_DIR [RESULTS_DIR] [RUNS]}
 out=${2:-results}/bench-engine
@@ -73,8 +74,10 @@ engine_run() {
 	else echo "$o"; fi
 }
 
-start_mode() { # mode model limit_bytes
-	case $1 in
+start_mode() { # mode[:options] model limit_bytes
+	local opts=
+	[ "${1#*:}" = "$1" ] || opts=${1#*:}
+	case ${1%%:*} in
 	stock) ;;
 	mlock)
 		sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$cg" \
@@ -83,7 +86,8 @@ start_mode() { # mode model limit_bytes
 		for _ in $(seq 600); do grep -q locked "$out/helper.out" && return; sleep 0.1; done
 		echo "mlock_prefix did not lock: $(cat "$out/helper.out")"; exit 1 ;;
 	bpf)
-		"$bin/llmcached" --config /dev/null --mode=bpf --socket "$sock" --pin-budget 1GiB --manage "$2" \
+		# shellcheck disable=SC2086 # the options, one word each
+		"$bin/llmcached" --config /dev/null --mode=bpf --socket "$sock" --pin-budget 1GiB --manage "$2" ${opts//,/ } \
 			>"$out/llmcached.log" 2>&1 &
 		helper=$!
 		for _ in $(seq 100); do
@@ -155,7 +159,7 @@ for spec in $models; do
 	echo
 	echo "model $name: $((model_bytes >> 20)) MiB (llmworkload gguf ${opts//,/ }), disk $(basename "$sysdev") at $((bw / 1000000)) MB/s;" \
 		"no limit: $fit_tps tokens/s, peak memory $((peak >> 20)) MiB (other than the model: $((other >> 20)) MiB)"
-	printf '%-9s %-5s %-6s %9s %8s %14s %13s %11s %13s  %s\n' limit "%" mode tokens/s "x stock" "MB read/token" \
+	printf '%-9s %-5s %-18s %9s %8s %14s %13s %11s %13s  %s\n' limit "%" mode tokens/s "x stock" "MB read/token" \
 		"majflt/token" "floor MB/t" "ceiling t/s" notes
 	for lim in $limits; do
 		case $lim in
@@ -191,9 +195,9 @@ for spec in $models; do
 			notes=
 			[ $refused = 0 ] || notes+="refused $refused of $runs; "
 			[ $killed = 0 ] || notes+="OOM-killed $killed of $runs; "
-			printf '%-9s %-5s %-6s %9.2f %8s %14.1f %13.0f %11.1f %13s  %s\n' "$((limit_bytes >> 20))MiB" "$pct" "$mode" \
+			printf '%-9s %-5s %-18s %9.2f %8s %14.1f %13.0f %11.1f %13s  %s\n' "$((limit_bytes >> 20))MiB" "$pct" "$mode" \
 				"$t" "$x" "$mb" "$mf" "$(awk -v f="$floor" 'BEGIN { print f / 1e6 }')" "$ceiling" "$notes"
-			echo "$name,$((limit_bytes >> 20)),$pct,$mode,$t,$x,$mb,$mf,$(awk -v f="$floor" 'BEGIN { print f / 1e6 }'),$ceiling,$refused,$killed" >>"$csv"
+			echo "$name,$((limit_bytes >> 20)),$pct,${mode//,/ },$t,$x,$mb,$mf,$(awk -v f="$floor" 'BEGIN { print f / 1e6 }'),$ceiling,$refused,$killed" >>"$csv"
 		done
 	done
 done

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "pagecache/manager.hpp"
 
-#include "pagecache/memcg.hpp"
 #include "pagecache/scan_drop.hpp"
 
 #include <signal.h>
@@ -22,6 +21,7 @@ constexpr uint64_t BS = LLMCACHE_BLOCK_SIZE;
 constexpr uint32_t PLAN_MAX = 256, PIDS_MAX = 64;
 constexpr uint64_t SCAN_LAG = 32; // blocks behind a scan's cursor that may still be in flight
 constexpr size_t TAIL_SPANS = 16;  // per file; accesses beyond them are left to the kernel's reclaim
+constexpr uint64_t FOLIO_BLOCKS = 512; // a PMD-size folio (2 MiB)
 
 // The trace's dev encoding (the kernel's new_encode_dev) of a stat() st_dev.
 uint32_t encode(dev_t d)
@@ -111,10 +111,13 @@ void Manager::note_pid(uint32_t pid)
 	if (std::find(pids_.begin(), pids_.end(), pid) != pids_.end() || pids_.size() >= PIDS_MAX)
 		return;
 	pids_.push_back(pid);
-	const uint64_t lim = memcg_limit(pid_t(pid));
-	if (lim < memcg_limit_) {
-		memcg_limit_ = lim;
-		log("pid " + std::to_string(pid) + " runs in a memory cgroup limited to " + std::to_string(lim >> 20) +
+	const std::string dir = memcg_dir(pid_t(pid));
+	const MemcgUsage u = memcg_usage(dir);
+	if (u.limit < memcg_limit_) {
+		memcg_limit_ = u.limit;
+		memcg_dir_ = dir;
+		usage_ = u;
+		log("pid " + std::to_string(pid) + " runs in a memory cgroup limited to " + std::to_string(u.limit >> 20) +
 		    " MiB: pins are capped at " + std::to_string(budget_blocks() * BS >> 20) + " MiB");
 	}
 }
@@ -122,11 +125,13 @@ void Manager::note_pid(uint32_t pid)
 void Manager::on_access(const llmcache_access &a)
 {
 	const uint32_t *k = by_id_.find(file_id(a.dev, a.inode));
-	if (!k || !*k || a.op == LLMCACHE_OP_PATH)
-		return;
+	if (!k || !*k || a.op == LLMCACHE_OP_PATH || (prefetcher_ && pid_t(a.pid) == prefetcher_->pid()))
+		return; // the prefetcher's reads are the daemon's own, not the engine's
 	File &f = files_[*k - 1];
 	note_pid(a.pid);
 	f.mapped |= a.op == LLMCACHE_OP_MMAP_FAULT;
+	f.position = llc_plan_position(f.loop_lo, f.loop_hi, f.pinned_spans.data(), uint32_t(f.pinned_spans.size()),
+				       f.position, a.first_block + a.nr_blocks - 1, window_bytes() / BS);
 	if (a.op == LLMCACHE_OP_MMAP_FAULT && f.mappers.size() < PIDS_MAX &&
 	    std::find(f.mappers.begin(), f.mappers.end(), a.pid) == f.mappers.end())
 		f.mappers.push_back(a.pid);
@@ -144,27 +149,74 @@ void Manager::on_access(const llmcache_access &a)
 	}
 }
 
+bool Manager::any_mapped() const
+{
+	return std::any_of(files_.begin(), files_.end(), [](const File &f) { return f.mapped; });
+}
+
+// A read()-based engine needs room for its readahead: the current and the next window, and one for
+// everything else (with 8 MiB windows, 12 MiB of room thrashed and 24 MiB did not). An mmap engine's
+// room is measured instead: see budget_blocks().
 uint64_t Manager::headroom() const
 {
-	// A read()-based engine needs room for its readahead: the current and the next window, and one for
-	// everything else (with 8 MiB windows, 12 MiB of room thrashed and 24 MiB did not).
-	uint64_t h = std::max(o_.memcg_headroom, 3 * readahead_);
-	// An mmap engine needs a fourth window: its read-around is centred on the fault. And reclaim has to
-	// unmap its pages: with the pins 8-16 MiB under a 128 MiB limit it failed and the engine was
-	// OOM-killed, so such an engine keeps at least a quarter of its limit (24 MiB of room read 110 MB per
-	// token for a floor of 92, 32 MiB read 99 for a floor of 101).
-	for (const File &f : files_)
-		if (f.mapped && memcg_limit_ != UINT64_MAX)
-			h = std::max({h, memcg_limit_ / 4, 4 * readahead_});
-	return h;
+	return std::max(o_.memcg_headroom, 3 * readahead_);
+}
+
+// What is read ahead of an mmap engine: four readahead windows (the kernel's read-around of a fault is
+// one, centred on it), 16 MiB at least.
+uint64_t Manager::window_bytes() const
+{
+	return std::max<uint64_t>(4 * readahead_, 16ull << 20);
 }
 
 uint64_t Manager::budget_blocks() const
 {
-	const uint64_t b = o_.pin_budget / BS, h = headroom();
 	if (memcg_limit_ == UINT64_MAX)
-		return b;
-	return std::min(b, memcg_limit_ > h ? (memcg_limit_ - h) / BS : 0);
+		return o_.pin_budget / BS;
+	if (any_mapped()) {
+		// Until a mapped file has run a loop, the engine may still be allocating its context: an eighth
+		// of the limit is kept for that (a 512-token context and its compute buffers took 60 MiB of 650).
+		const bool starting = std::any_of(files_.begin(), files_.end(), [](const File &f) {
+			return f.mapped && f.loop_lo >= f.loop_hi;
+		});
+		const llc_memcg_snapshot m{memcg_limit_, usage_.anon, code_, o_.prefetch ? window_bytes() : 4 * readahead_,
+					   std::max(o_.memcg_headroom, 2 * readahead_) + (starting ? memcg_limit_ / 8 : 0)};
+		return llc_plan_budget(o_.pin_budget, &m) / BS;
+	}
+	const uint64_t h = headroom();
+	return std::min(o_.pin_budget / BS, memcg_limit_ > h ? (memcg_limit_ - h) / BS : 0);
+}
+
+void Manager::measure_engine(uint64_t now_ns)
+{
+	if (memcg_dir_.empty())
+		return;
+	usage_ = memcg_usage(memcg_dir_); // every tick: an engine's context can grow by 100 MiB in one
+	if (now_ns - last_measure_ns_ < 1'000'000'000)
+		return;
+	last_measure_ns_ = now_ns;
+	FileIds managed;
+	for (const File &f : files_)
+		managed.emplace_back(f.pf->dev(), f.pf->inode());
+	// The most seen: under pressure the engine's code is evicted and faulted back in, and a reading
+	// taken in between must not hand its room to the pins.
+	uint64_t code = 0;
+	for (uint32_t pid : pids_)
+		code += mapped_file_bytes(pid_t(pid), managed);
+	code_ = std::max(code_, code);
+}
+
+void Manager::forget_engines()
+{
+	release();
+	memcg_limit_ = UINT64_MAX;
+	memcg_dir_.clear();
+	usage_ = {};
+	code_ = 0;
+	prefetcher_.reset();
+	for (File &f : files_)
+		f.position = f.asked_to = UINT64_MAX, f.populated_to = 0, f.tail_spans.clear();
+	log("every engine exited: pins released");
 }
 
 uint64_t Manager::pinned_blocks() const
@@ -175,52 +227,118 @@ uint64_t Manager::pinned_blocks() const
 	return n;
 }
 
+// An mmap engine reads its whole weights file every token, in file order: when its cgroup cannot hold
+// the file, the pins are the file's head, as long as the budget allows, read in by the prefetcher (in
+// the engine's cgroup, in PMD-size folios) as soon as the engine maps the file, before its first pass
+// has filled the cgroup with 4 KiB folios. The classifier's loop pieces are not waited for: they come
+// from the second pass, once the engine has mapped the file with 4 KiB entries that stay.
+std::vector<std::vector<Range>> Manager::plan_heads(uint64_t budget)
+{
+	std::vector<std::vector<Range>> want(files_.size());
+	for (size_t i = 0; i < files_.size(); i++) {
+		File &f = files_[i];
+		f.head = f.mapped && memcg_limit_ != UINT64_MAX && f.pf->blocks() > budget_blocks();
+		if (!f.head || !budget)
+			continue;
+		const uint64_t head = std::min(budget, f.pf->blocks());
+		want[i].push_back({0, head});
+		budget -= head;
+		if (!o_.prefetch || prefetch_failed_ || f.populated_to >= head)
+			continue;
+		if (start_prefetcher())
+			prefetcher_->read_ahead(uint32_t(i), f.pf->fd(), f.populated_to, head - f.populated_to);
+		f.populated_to = head;
+	}
+	return want;
+}
+
+bool Manager::start_prefetcher()
+{
+	if (prefetcher_)
+		return true;
+	std::string err;
+	if (Prefetcher::start(memcg_dir_, prefetcher_, err) < 0) {
+		prefetch_failed_ = true;
+		log(err + "; the engines' weights are not read in for them");
+		return false;
+	}
+	log("reading in for the engines of " + memcg_dir_ + ", " + std::to_string(window_bytes() >> 20) + " MiB ahead");
+	return true;
+}
+
 void Manager::tick(uint64_t now_ns)
 {
 	if (now_ns - last_prune_ns_ > 1'000'000'000) { // forget engines that exited
 		last_prune_ns_ = now_ns;
+		const bool had_engines = !pids_.empty();
 		std::erase_if(pids_, [](uint32_t p) { return kill(pid_t(p), 0) && errno == ESRCH; });
 		for (File &f : files_)
 			std::erase_if(f.mappers, [](uint32_t p) { return kill(pid_t(p), 0) && errno == ESRCH; });
+		if (had_engines && pids_.empty())
+			forget_engines();
+	}
+	measure_engine(now_ns);
+	// The loops' extents, for the sticky pins and the read-ahead.
+	for (size_t i = 0; i < files_.size(); i++) {
+		File &f = files_[i];
+		f.loop_lo = UINT64_MAX, f.loop_hi = 0;
+		for (uint16_t id = llc_first(core_, LLMCACHE_CLASS_LOOP); id; id = llc_next(core_, id))
+			if (const llc_seq *q = llc_seq_get(core_, id); q->file == i + 1)
+				f.loop_lo = std::min(f.loop_lo, q->start), f.loop_hi = std::max(f.loop_hi, q->end + 1);
+		if (f.head) // an mmap engine's weights file is its loop from the first pass on
+			f.loop_lo = 0, f.loop_hi = f.pf->blocks();
 	}
 	// Pins: the plan's ranges per file; first release what left it, then lock within what is left.
-	llc_pin_range plan[PLAN_MAX];
 	const uint64_t budget = budget_blocks();
-	const uint32_t n = llc_pin_plan(core_, budget, plan, PLAN_MAX);
-	std::vector<std::vector<Range>> want(files_.size());
-	for (uint32_t i = 0; i < n; i++)
-		if (plan[i].file >= 1 && plan[i].file <= files_.size())
-			want[plan[i].file - 1].push_back({plan[i].first, plan[i].count});
-	// Pins are sticky: a pinned block stays while it belongs to a LOOP sequence and the budget holds, and
-	// new pins follow the plan within what is left. An mmap engine does not fault on pinned pages again,
-	// so the core sees its loop in pieces whose periods and order change from one iteration to the next:
-	// following each new plan exactly would unpin and re-read the same blocks over and over.
+	std::vector<std::vector<Range>> want = plan_heads(budget);
+	if (std::all_of(want.begin(), want.end(), [](const std::vector<Range> &w) { return w.empty(); })) {
+		llc_pin_range plan[PLAN_MAX];
+		const uint32_t n = llc_pin_plan(core_, budget, plan, PLAN_MAX);
+		for (uint32_t i = 0; i < n; i++)
+			if (plan[i].file >= 1 && plan[i].file <= files_.size())
+				want[plan[i].file - 1].push_back({plan[i].first, plan[i].count});
+	}
+	// Pins are sticky: a pinned block stays while it belongs to a LOOP sequence (for a mapped file, while
+	// the file has a loop) and the budget holds, and new pins follow the plan within what is left. An mmap
+	// engine does not fault on pinned pages again, so the core sees its loop in pieces whose periods,
+	// order and classes change from one iteration to the next: following each new plan exactly would
+	// unpin and re-read the same blocks over and over. When the budget shrinks below the pins, the
+	// highest pinned blocks go (the eviction order of the paper's Algorithm 1), only as many as needed.
 	std::string err;
 	std::vector<std::vector<Range>> keep(files_.size());
-	for (size_t i = 0; i < files_.size(); i++)
+	uint64_t kept = 0;
+	for (size_t i = 0; i < files_.size(); i++) {
+		if (files_[i].head)
+			continue; // a head plan is the same from one tick to the next: nothing to keep beside it
+		const bool whole = files_[i].mapped && files_[i].loop_lo < files_[i].loop_hi;
 		for (const Range &r : files_[i].pf->locked_runs())
 			for (uint64_t b = r.first; b < r.first + r.count; b++) {
-				const uint16_t id = llc_lookup(core_, i + 1, b);
-				if (!id || llc_seq_get(core_, id)->cls != LLMCACHE_CLASS_LOOP)
+				const uint16_t id = whole ? 0 : llc_lookup(core_, i + 1, b);
+				if (!whole && (!id || llc_seq_get(core_, id)->cls != LLMCACHE_CLASS_LOOP))
 					continue;
 				if (!keep[i].empty() && keep[i].back().first + keep[i].back().count == b)
 					keep[i].back().count++;
 				else
 					keep[i].push_back({b, 1});
+				kept++;
 			}
-	uint64_t kept = 0;
-	for (int strict = 0; strict < 2; strict++) { // the plan alone when the budget shrank below the pins
-		if (strict)
-			keep.assign(files_.size(), {});
-		for (size_t i = 0; i < files_.size(); i++) {
-			const uint64_t before = files_[i].pf->locked();
-			files_[i].pf->apply(want[i], 0, err, keep[i]);
-			released_ += before - files_[i].pf->locked();
-		}
-		if ((kept = pinned_blocks()) <= budget)
-			break;
 	}
-	uint64_t left = budget > kept ? budget - kept : 0;
+	const bool over = kept > budget;
+	for (size_t i = files_.size(); i-- > 0 && kept > budget;)
+		while (!keep[i].empty() && kept > budget) {
+			Range &r = keep[i].back();
+			const uint64_t cut = std::min(r.count, kept - budget);
+			r.count -= cut;
+			kept -= cut;
+			if (!r.count)
+				keep[i].pop_back();
+		}
+	for (size_t i = 0; i < files_.size(); i++) {
+		const uint64_t before = files_[i].pf->locked();
+		files_[i].pf->apply(over ? std::vector<Range>{} : want[i], 0, err, keep[i]);
+		released_ += before - files_[i].pf->locked();
+	}
+	uint64_t left = budget > pinned_blocks() ? budget - pinned_blocks() : 0;
 	for (size_t i = 0; i < files_.size() && left; i++) {
 		const uint64_t before = files_[i].pf->locked();
 		if (files_[i].pf->apply(want[i], left, err, keep[i]) < 0 && !warned_mlock_) {
@@ -229,9 +347,36 @@ void Manager::tick(uint64_t now_ns)
 		}
 		left -= std::min(left, files_[i].pf->locked() - before);
 	}
+	for (File &f : files_) {
+		f.pinned_spans.clear();
+		for (const Range &r : f.pf->locked_runs())
+			f.pinned_spans.push_back({r.first, r.count});
+	}
 	drop_scans(now_ns);
 	planned_ = std::move(want);
 	drop_tails();
+	prefetch();
+}
+
+// The loops of mmap engines that their cgroup cannot hold: read the unpinned blocks ahead of the engine.
+// A read()-based engine has the kernel's readahead, which follows its reads already.
+void Manager::prefetch()
+{
+	if (!o_.prefetch || prefetch_failed_ || memcg_limit_ == UINT64_MAX)
+		return;
+	constexpr uint32_t MAX_SPANS = 64;
+	llc_span spans[MAX_SPANS];
+	for (size_t i = 0; i < files_.size() && i < Prefetcher::MAX_FILES; i++) {
+		File &f = files_[i];
+		if (!f.mapped || f.position == UINT64_MAX || f.loop_lo >= f.loop_hi || f.pf->blocks() <= budget_blocks())
+			continue;
+		if (!start_prefetcher())
+			return;
+		const uint32_t n = llc_plan_prefetch(f.loop_lo, f.loop_hi, f.pinned_spans.data(), uint32_t(f.pinned_spans.size()),
+						     f.position, window_bytes() / BS, &f.asked_to, spans, MAX_SPANS);
+		for (uint32_t k = 0; k < n; k++)
+			prefetcher_->read_ahead(uint32_t(i), f.pf->fd(), spans[k].first, spans[k].count);
+	}
 }
 
 void Manager::drop_ranges(File &f, const std::vector<Range> &ranges, uint64_t &counter)
@@ -321,7 +466,7 @@ void Manager::drop_tails()
 {
 	if (memcg_limit_ == UINT64_MAX)
 		return; // no known limit: the loop may well fit, and on_access() noted nothing
-	const uint64_t cap = memcg_limit_ > headroom() ? (memcg_limit_ - headroom()) / BS : 0;
+	const uint64_t cap = any_mapped() ? budget_blocks() : memcg_limit_ > headroom() ? (memcg_limit_ - headroom()) / BS : 0;
 	const bool pins_full = pinned_blocks() >= budget_blocks();
 	for (size_t i = 0; i < files_.size(); i++) {
 		File &f = files_[i];
@@ -344,7 +489,12 @@ void Manager::drop_tails()
 			uint64_t to = t.last + 1; // a span that stopped growing goes whole
 			if (t.touched)
 				to = to >= t.first + SCAN_LAG ? to - SCAN_LAG : t.first;
-			for (uint64_t b = t.first; b < to;) {
+			// A head file's streaming part is read in PMD-size folios, mapped whole by the engine: drop
+			// whole folios only, or the engine's mapping of one is split into 4 KiB entries for good.
+			const uint64_t from = f.head ? (t.first + FOLIO_BLOCKS - 1) / FOLIO_BLOCKS * FOLIO_BLOCKS : t.first;
+			if (f.head)
+				to = std::max(from, to / FOLIO_BLOCKS * FOLIO_BLOCKS);
+			for (uint64_t b = from; b < to;) {
 				uint64_t e = b;
 				while (e < to && !keep(e))
 					e++;
@@ -386,7 +536,9 @@ std::string Manager::status(const FeedInfo &feed) const
 			  kv("hot_reserve", o_.hot_reserve) + kv("bw", o_.bw) + kv("t_ns", o_.t_ns) + " hook_mode bpf-" +
 			  feed.hooks + kv("registered", files_.size()) + kv("effective_budget", budget_blocks() * BS) +
 			  kv("memcg_limit", memcg_limit_ == UINT64_MAX ? 0 : memcg_limit_) +
-			  kv("vm_locked", vm_locked_bytes()) + kv("scan_idle_ns", o_.scan_idle_ns) + "\n";
+			  kv("vm_locked", vm_locked_bytes()) + kv("scan_idle_ns", o_.scan_idle_ns) +
+			  kv("engine_anon", usage_.anon) + kv("engine_code", code_) +
+			  kv("prefetch_window", o_.prefetch ? window_bytes() : 0) + "\n";
 	const uint64_t misses = std::min(feed.inserted, st[LLMCACHE_STAT_ACCESSES]);
 	out += "stats" + kv("accesses", st[LLMCACHE_STAT_ACCESSES]) + kv("hits", st[LLMCACHE_STAT_ACCESSES] - misses) +
 	       kv("misses", misses) + kv("seq_blocks", st[LLMCACHE_STAT_SEQ_BLOCKS]) +
@@ -399,7 +551,8 @@ std::string Manager::status(const FeedInfo &feed) const
 	       kv("loop_seqs", llc_class_count(core_, LLMCACHE_CLASS_LOOP)) +
 	       kv("hot_seqs", llc_class_count(core_, LLMCACHE_CLASS_HOT)) + kv("dropped_blocks", dropped) + kv("loop_tail_dropped", tail) +
 	       kv("cold_blocks", cold) + kv("cold_denied", cold_denied_) + kv("page_cache_added", feed.inserted) +
-	       kv("page_cache_removed", feed.evicted) + "\n";
+	       kv("page_cache_removed", feed.evicted) + kv("prefetched", prefetcher_ ? prefetcher_->asked() : 0) +
+	       kv("prefetch_skipped", prefetcher_ ? prefetcher_->skipped() : 0) + "\n";
 	constexpr size_t MAX_TEXT = 96 << 10; // one SOCK_SEQPACKET reply must fit the socket's send buffer
 	size_t shown = 0;
 	for (size_t i = 0; i < files_.size() && out.size() < MAX_TEXT; i++, shown++) {

@@ -10,19 +10,28 @@
  * - so are the unpinned loop blocks the engine has passed, when its memory cgroup cannot hold the loop
  *   (they would be evicted before their next use anyway), with MADV_PAGEOUT for mappers;
  * - the budget is capped below the memory limit of the engines' cgroup (memcg.hpp), since nothing gives
- *   mlocked pages back under pressure the way the module's shrinker does.
+ *   mlocked pages back under pressure the way the module's shrinker does: for a read()-based engine by
+ *   a headroom of readahead windows, for an mmap engine by what it uses besides the pins, measured
+ *   (llc_plan_budget: its anonymous memory, its mapped code and libraries, the read-ahead window);
+ * - the unpinned blocks of an mmap engine's loop that does not fit are read ahead of the engine, in
+ *   loop order and wrapping round to the next iteration (llc_plan_prefetch), by a child process in the
+ *   engine's memory cgroup (prefetcher.hpp);
+ * - when every engine has exited, the pins go: the next engine's memory is not known yet.
  * Managed files are the ones named at start (manage) and, in automatic mode, every file the feed names
  * (the feed applies the pid / cgroup and minimum-size filters). tick() applies the plan and the drops;
- * drop_tails(), called more often, only the loop tails;
+ * drop_tails() and prefetch(), called more often, only the loop tails and the read-ahead;
  * status() renders the state as "key value" lines for llmcachectl (Documentation/userspace-mode.md).
  * Not thread-safe: the caller serialises.
  */
 #pragma once
+#include "pagecache/memcg.hpp"
 #include "pagecache/pinned_file.hpp"
+#include "pagecache/prefetcher.hpp"
 #include "sim/flat_map.hpp"
 
 extern "C" {
 #include "core/core.h"
+#include "core/plan.h"
 }
 
 #include <cstdint>
@@ -40,7 +49,8 @@ struct Options {
 	uint64_t t_ns = 100'000'000;          // allowed fetch delay per iteration (sizing rule)
 	uint64_t scan_idle_ns = 1'000'000'000; // a SEQ untouched this long is a finished scan
 	uint64_t memcg_headroom = 16ull << 20; // budget cap = engine's memcg limit - this; at least 3 readahead
-					      // windows, and half the limit for mmap engines
+					      // windows; for mmap engines the margin above what they use
+	bool prefetch = true;                 // read mmap engines' unpinned loop blocks ahead of them
 	bool automatic = false;               // manage every file the feed names
 	uint64_t min_size = 0;                // automatic mode: smaller files are left alone
 	std::vector<std::string> manage;      // files managed from the start
@@ -66,6 +76,9 @@ public:
 	// engine passes more than its cgroup's headroom in one tick.
 	void drop_tails();
 	bool tails_pending() const;
+	// Ask for the read-ahead of the mmap engines' loops, from where the engines are now.
+	void prefetch();
+	bool prefetching() const { return prefetcher_ != nullptr; }
 	void release(); // unlock every pin
 
 	std::string status(const FeedInfo &feed) const;
@@ -86,6 +99,12 @@ private:
 		uint64_t dropped = 0, tail = 0, cold = 0; // blocks: scans dropped, loop tails dropped, made cold
 		std::vector<uint32_t> mappers; // live pids that faulted it through mmap
 		bool mapped = false;           // engines map it: more memcg headroom (kept after they exit)
+		// Read-ahead: the engine's last block, the loop's extent [loop_lo, loop_hi) and pins (tick()),
+		// where the last window ended (llc_plan_prefetch).
+		uint64_t position = UINT64_MAX, loop_lo = 0, loop_hi = 0, asked_to = UINT64_MAX;
+		bool head = false;         // an mmap engine's file its cgroup cannot hold: the pins are its head
+		uint64_t populated_to = 0; // the head's blocks below this were asked to be read in
+		std::vector<llc_span> pinned_spans;
 	};
 	struct SeqState {
 		uint64_t created_vt = 0, last_ns = 0, dropped_to = 0; // dropped_to: scan blocks below it are done
@@ -95,6 +114,12 @@ private:
 	int add_file(const std::string &path, std::string &err, uint64_t expect_id = 0);
 	void note_pid(uint32_t pid);
 	uint64_t headroom() const;
+	uint64_t window_bytes() const; // the read-ahead window of an mmap engine
+	bool any_mapped() const;
+	void measure_engine(uint64_t now_ns); // usage_ and code_
+	void forget_engines();                 // every engine exited
+	std::vector<std::vector<Range>> plan_heads(uint64_t budget);
+	bool start_prefetcher();
 	void drop_ranges(File &f, const std::vector<Range> &ranges, uint64_t &counter);
 	void drop_scans(uint64_t now_ns);
 	void note_tail(File &f, uint64_t block);
@@ -109,6 +134,11 @@ private:
 	std::vector<uint32_t> pids_;             // engines seen, for the memcg cap
 	uint64_t readahead_ = 0; // the largest readahead window of the managed files' devices
 	uint64_t memcg_limit_ = UINT64_MAX, released_ = 0, cold_denied_ = 0, last_prune_ns_ = 0;
+	std::string memcg_dir_;           // the engines' memory cgroup (the most limited one)
+	MemcgUsage usage_;                // its last reading
+	uint64_t code_ = 0, last_measure_ns_ = 0; // the engines' mapped code and libraries, bytes
+	std::unique_ptr<Prefetcher> prefetcher_;
+	bool prefetch_failed_ = false;
 	bool warned_mlock_ = false, warned_cold_ = false;
 };
 

@@ -4,12 +4,13 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
 namespace llmcache::pagecache {
 
-std::string memcg_limit_file(std::string_view text)
+std::string memcg_dir(std::string_view text)
 {
 	std::istringstream in{std::string(text)};
 	std::string v2;
@@ -22,7 +23,7 @@ std::string memcg_limit_file(std::string_view text)
 		std::istringstream names(ctl);
 		for (std::string n; std::getline(names, n, ',');)
 			if (n == "memory")
-				return "/sys/fs/cgroup/memory" + (path == "/" ? "" : path) + "/memory.limit_in_bytes";
+				return "/sys/fs/cgroup/memory" + (path == "/" ? "" : path);
 		if (ctl.empty() && line.rfind("0:", 0) == 0)
 			v2 = path;
 	}
@@ -30,25 +31,71 @@ std::string memcg_limit_file(std::string_view text)
 		return {};
 	const std::string root = access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0 ? "/sys/fs/cgroup"
 											  : "/sys/fs/cgroup/unified";
-	return root + v2 + "/memory.max";
+	return root + v2;
 }
 
-uint64_t memcg_limit(pid_t pid)
+std::string memcg_dir(pid_t pid)
 {
 	std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
 	std::stringstream text;
 	text << in.rdbuf();
-	const std::string file = memcg_limit_file(text.str());
-	std::ifstream lim(file);
+	return memcg_dir(text.str());
+}
+
+MemcgUsage memcg_usage(const std::string &dir)
+{
+	MemcgUsage u;
+	if (dir.empty())
+		return u;
+	const bool v1 = access((dir + "/memory.limit_in_bytes").c_str(), F_OK) == 0;
+	std::ifstream lim(dir + (v1 ? "/memory.limit_in_bytes" : "/memory.max"));
 	std::string v;
-	if (file.empty() || !(lim >> v) || v == "max")
-		return UINT64_MAX;
-	try {
-		const uint64_t x = std::stoull(v);
-		return x >= (1ull << 60) ? UINT64_MAX : x; // v1 says "unlimited" with a huge number
-	} catch (...) {
-		return UINT64_MAX;
+	if (lim >> v && v != "max") {
+		try {
+			const uint64_t x = std::stoull(v);
+			u.limit = x >= (1ull << 60) ? UINT64_MAX : x; // v1 says "unlimited" with a huge number
+		} catch (...) {
+		}
 	}
+	std::ifstream stat(dir + "/memory.stat");
+	std::string key;
+	for (uint64_t n; stat >> key >> n;)
+		if (v1 ? key == "total_rss" || key == "total_shmem" : key == "anon" || key == "shmem")
+			u.anon += n;
+	return u;
+}
+
+uint64_t mapped_file_bytes(std::string_view smaps, const FileIds &exclude)
+{
+	std::istringstream in{std::string(smaps)};
+	uint64_t total = 0;
+	bool counted = false; // the mapping whose fields follow is a file mapping to count
+	for (std::string line; std::getline(in, line);) {
+		// A mapping: "start-end perms offset major:minor inode [path]"; its fields: "Key: value kB".
+		std::istringstream f(line);
+		std::string range, perms, offset, dev;
+		uint64_t inode = 0;
+		if (line.find(':') > line.find(' ') && f >> range >> perms >> offset >> dev >> inode &&
+		    range.find('-') != std::string::npos) {
+			unsigned ma = 0, mi = 0;
+			counted = inode && std::sscanf(dev.c_str(), "%x:%x", &ma, &mi) == 2;
+			for (const auto &[d, i] : exclude)
+				counted &= !(major(d) == ma && minor(d) == mi && i == inode);
+			continue;
+		}
+		uint64_t kb = 0;
+		if (counted && line.rfind("Rss:", 0) == 0 && std::sscanf(line.c_str() + 4, "%lu", &kb) == 1)
+			total += kb << 10;
+	}
+	return total;
+}
+
+uint64_t mapped_file_bytes(pid_t pid, const FileIds &exclude)
+{
+	std::ifstream in("/proc/" + std::to_string(pid) + "/smaps");
+	std::stringstream text;
+	text << in.rdbuf();
+	return mapped_file_bytes(text.str(), exclude);
 }
 
 uint64_t readahead_bytes(dev_t dev)

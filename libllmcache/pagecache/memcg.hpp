@@ -11,15 +11,30 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace llmcache::pagecache {
 
-// The limit file of the memory cgroup named in a /proc/PID/cgroup text: the v1 "memory" hierarchy's
-// memory.limit_in_bytes, else the v2 (unified) hierarchy's memory.max. Empty when there is none.
-std::string memcg_limit_file(std::string_view proc_pid_cgroup);
+// The directory of the memory cgroup named in a /proc/PID/cgroup text: in the v1 "memory" hierarchy,
+// else in the v2 (unified) one. Empty when there is none (the v2 root).
+std::string memcg_dir(std::string_view proc_pid_cgroup);
+// The directory of pid's memory cgroup; empty when unknown.
+std::string memcg_dir(pid_t pid);
 
-// The limit of pid's memory cgroup in bytes; UINT64_MAX when it is unlimited or unknown.
-uint64_t memcg_limit(pid_t pid);
+// What the budget is sized from: the cgroup's limit (UINT64_MAX: none) and its anonymous memory (the
+// engine's heap, context and compute buffers: memory.stat's total_rss + total_shmem in v1, anon + shmem
+// in v2).
+struct MemcgUsage {
+	uint64_t limit = UINT64_MAX, anon = 0;
+};
+MemcgUsage memcg_usage(const std::string &dir);
+
+// The resident bytes of pid's file mappings (its binary, libraries, data files) other than the files in
+// exclude (st_dev, st_ino), in a /proc/PID/smaps text: the code an engine keeps hot besides its weights.
+using FileIds = std::vector<std::pair<dev_t, uint64_t>>;
+uint64_t mapped_file_bytes(std::string_view smaps, const FileIds &exclude);
+uint64_t mapped_file_bytes(pid_t pid, const FileIds &exclude);
 
 // The readahead window of the block device that holds a file system (st_dev), in bytes; 0 if unknown.
 // An engine streaming a file keeps up to two windows in flight: the pins must leave room for them.

@@ -84,13 +84,12 @@ void find_mappings__maps_text__only_that_file_with_offsets(void **)
 	assert_int_equal(find_mappings(maps, 0xfd, 1, 99).size(), 0);
 }
 
-void memcg_limit_file__v1_v2_and_root__limit_file_or_none(void **)
+void memcg_dir__v1_v2_and_root__directory_or_none(void **)
 {
-	assert_string_equal(memcg_limit_file("12:memory:/bench\n0::/\n").c_str(),
-			    "/sys/fs/cgroup/memory/bench/memory.limit_in_bytes");
-	assert_string_equal(memcg_limit_file("4:cpu,memory:/\n").c_str(), "/sys/fs/cgroup/memory/memory.limit_in_bytes");
-	assert_true(memcg_limit_file("0::/user.slice/app\n").ends_with("/user.slice/app/memory.max"));
-	assert_true(memcg_limit_file("0::/\n3:cpu:/x\n").empty());
+	assert_string_equal(memcg_dir("12:memory:/bench\n0::/\n").c_str(), "/sys/fs/cgroup/memory/bench");
+	assert_string_equal(memcg_dir("4:cpu,memory:/\n").c_str(), "/sys/fs/cgroup/memory");
+	assert_true(memcg_dir("0::/user.slice/app\n").ends_with("/user.slice/app"));
+	assert_true(memcg_dir("0::/\n3:cpu:/x\n").empty());
 }
 
 void pinned_file_apply__plan_then_smaller_plan__locks_resident_planned_blocks_only(void **)
@@ -215,7 +214,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(find_mappings__maps_text__only_that_file_with_offsets),
-		cmocka_unit_test(memcg_limit_file__v1_v2_and_root__limit_file_or_none),
+		cmocka_unit_test(memcg_dir__v1_v2_and_root__directory_or_none),
 		cmocka_unit_test(pinned_file_apply__plan_then_smaller_plan__locks_resident_planned_blocks_only),
 		cmocka_unit_test(pinned_file_apply__kept_ranges__stay_locked_outside_the_plan),
 		cmocka_unit_test(pinned_file_lock__dontneed_from_another_descriptor__pages_stay),

@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * The enforcement planner (plan.h): pure functions over the caller's snapshots. The read-ahead walk goes
+ * through a loop's unpinned runs in loop order from the engine's position, wrapping once at the loop's
+ * end; it is O(window spans x pinned spans), with both a few hundred at most.
+ */
+#include "plan.h"
+
+uint64_t llc_plan_budget(uint64_t configured, const struct llc_memcg_snapshot *m)
+{
+	uint64_t need;
+
+	if (m->limit == UINT64_MAX)
+		return configured;
+	need = m->anon + m->code + m->window + m->margin;
+	if (need >= m->limit)
+		return 0;
+	return configured < m->limit - need ? configured : m->limit - need;
+}
+
+/* The unpinned run that starts at or after block b, before hi: [*first, *end). 0 when there is none. */
+static int unpinned_run(const struct llc_span *p, uint32_t n, uint64_t b, uint64_t hi, uint64_t *first, uint64_t *end)
+{
+	uint32_t i = 0;
+
+	while (i < n && p[i].first + p[i].count <= b)
+		i++;
+	while (i < n && p[i].first <= b) { /* b is pinned: go past its run, and the runs that touch it */
+		b = p[i].first + p[i].count;
+		i++;
+	}
+	if (b >= hi)
+		return 0;
+	*first = b;
+	*end = i < n && p[i].first < hi ? p[i].first : hi;
+	return 1;
+}
+
+/* The first unpinned block at or after b in loop order (wrapping at hi); hi when every block is pinned. */
+static uint64_t next_unpinned(const struct llc_span *p, uint32_t n, uint64_t b, uint64_t lo, uint64_t hi)
+{
+	uint64_t first, end;
+
+	if (b >= lo && b < hi && unpinned_run(p, n, b, hi, &first, &end))
+		return first;
+	return unpinned_run(p, n, lo, hi, &first, &end) ? first : hi;
+}
+
+/*
+ * One walk of the window: the first `window` unpinned blocks after start in loop order. Writes the spans
+ * from the mark on (from the first block when mark is hi) to out, at most max_out (none when out is
+ * NULL). *seen: the mark is in the window; *end: where the written spans end (or the window, unwritten).
+ */
+static uint32_t walk(uint64_t lo, uint64_t hi, const struct llc_span *pinned, uint32_t n_pinned, uint64_t start,
+		     uint64_t window, uint64_t mark, struct llc_span *out, uint32_t max_out, int *seen, uint64_t *end)
+{
+	uint64_t cur = start, left = window, first, stop, take;
+	uint32_t n = 0;
+	int wrapped = 0, writing = mark == hi;
+
+	*seen = 0;
+	while (left) {
+		if (!unpinned_run(pinned, n_pinned, cur, hi, &first, &stop)) {
+			if (wrapped)
+				break;
+			wrapped = 1;
+			cur = lo;
+			continue;
+		}
+		if (wrapped && first >= start)
+			break; /* a whole lap */
+		if (wrapped && stop > start)
+			stop = start;
+		take = stop - first < left ? stop - first : left;
+		left -= take;
+		cur = first + take;
+		if (!*seen && mark >= first && mark < first + take) {
+			*seen = 1;
+			writing = 1;
+			take -= mark - first;
+			first = mark;
+		}
+		if (!writing || !out)
+			continue;
+		if (n == max_out) {
+			cur = first;
+			break;
+		}
+		out[n].first = first;
+		out[n].count = take;
+		n++;
+	}
+	*end = cur;
+	return n;
+}
+
+uint32_t llc_plan_prefetch(uint64_t lo, uint64_t hi, const struct llc_span *pinned, uint32_t n_pinned,
+			   uint64_t position, uint64_t window, uint64_t *asked_to, struct llc_span *out,
+			   uint32_t max_out)
+{
+	uint64_t start, mark, end;
+	uint32_t n;
+	int seen;
+
+	if (hi <= lo || !window || !max_out)
+		return 0;
+	start = position + 1 >= lo && position + 1 < hi ? position + 1 : lo;
+	mark = *asked_to < hi ? next_unpinned(pinned, n_pinned, *asked_to, lo, hi) : hi;
+	walk(lo, hi, pinned, n_pinned, start, window, mark, NULL, 0, &seen, &end);
+	if (!seen && mark != hi && next_unpinned(pinned, n_pinned, end, lo, hi) == mark)
+		return 0; /* the window ends where the last one did: nothing new */
+	/* The mark in the window: what follows it. Not in it: the engine passed the last window (or there
+	 * was none), so all of it. */
+	n = walk(lo, hi, pinned, n_pinned, start, window, seen ? mark : hi, out, max_out, &seen, &end);
+	if (n)
+		*asked_to = end;
+	return n;
+}
+
+/* Unpinned blocks in [x, y), x <= y. */
+static uint64_t unpinned_count(const struct llc_span *p, uint32_t n, uint64_t x, uint64_t y)
+{
+	uint64_t count = y - x, a, b;
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		a = p[i].first > x ? p[i].first : x;
+		b = p[i].first + p[i].count < y ? p[i].first + p[i].count : y;
+		if (a < b)
+			count -= b - a;
+	}
+	return count;
+}
+
+/* Unpinned blocks in (a, b] in loop order, wrapping at hi to lo. */
+static uint64_t unpinned_after(const struct llc_span *p, uint32_t n, uint64_t lo, uint64_t hi, uint64_t a, uint64_t b)
+{
+	if (a < b)
+		return unpinned_count(p, n, a + 1, b + 1);
+	return unpinned_count(p, n, a + 1, hi) + unpinned_count(p, n, lo, b + 1);
+}
+
+uint64_t llc_plan_position(uint64_t lo, uint64_t hi, const struct llc_span *pinned, uint32_t n_pinned,
+			   uint64_t position, uint64_t seen, uint64_t window)
+{
+	if (seen < lo || seen >= hi)
+		return position;
+	if (position < lo || position >= hi || position == seen)
+		return seen;
+	if (unpinned_after(pinned, n_pinned, lo, hi, position, seen) <= window ||
+	    unpinned_after(pinned, n_pinned, lo, hi, seen, position) > window)
+		return seen;
+	return position;
+}

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * The enforcement planner: pure decisions over snapshots, next to the classifier (core.h), for the
+ * kernel module, the daemon (llmcached --mode=bpf) and the simulator, which only execute them. Nothing
+ * here touches a page or keeps state of its own: the caller passes what it knows and applies the answer.
+ *
+ * - The pin budget of an engine in a memory cgroup (llc_plan_budget): the limit less what the engine
+ *   needs besides the pins (its anonymous memory, its own hot code and libraries, the streaming window
+ *   of the blocks it reads ahead, and a margin), never more than the configured budget.
+ * - The read-ahead of a loop that does not fit (llc_plan_prefetch): the unpinned blocks that follow the
+ *   engine's position, taken in loop order and wrapping round at the loop's end to its first unpinned
+ *   blocks (an iteration ends where the next begins, so the next iteration's first unpinned blocks are
+ *   read while the engine computes on its pinned head), at most a window of them. Only what was not
+ *   asked for by the previous call is returned.
+ * Documentation/design/planner.md has the reasons and the figures.
+ */
+#ifndef LLC_PLAN_H
+#define LLC_PLAN_H
+
+#include "compat.h"
+
+/* A run of blocks [first, first + count). */
+struct llc_span {
+	uint64_t first, count;
+};
+
+/* What the engine's memory cgroup holds besides the pins, in bytes. */
+struct llc_memcg_snapshot {
+	uint64_t limit;  /* the cgroup's limit; UINT64_MAX: none */
+	uint64_t anon;   /* its anonymous memory: heap, context, compute buffers */
+	uint64_t code;   /* the engine's mapped file pages outside the managed files: binary, libraries */
+	uint64_t window; /* the blocks read ahead of the engine and not yet passed */
+	uint64_t margin; /* slack for what grows between two snapshots */
+};
+
+/* The pin budget in bytes: configured, capped to what the cgroup leaves (0 when it leaves nothing). */
+uint64_t llc_plan_budget(uint64_t configured, const struct llc_memcg_snapshot *m);
+
+/*
+ * The blocks to read ahead in a loop over blocks [lo, hi) whose pinned blocks are pinned[0..n_pinned)
+ * (sorted, disjoint), for an engine whose last access was at block position: the first `window` unpinned
+ * blocks after position in loop order, wrapping at hi to lo. *asked_to is where the previous call's
+ * window ended (hi or beyond: none yet); when the new window passes it, only the part from there on is
+ * returned, else the whole window. It is set to the new window's end. Writes at most max_out spans to
+ * out and returns how many; a window that needs more is cut short (and *asked_to set where it was cut).
+ */
+uint32_t llc_plan_prefetch(uint64_t lo, uint64_t hi, const struct llc_span *pinned, uint32_t n_pinned,
+			   uint64_t position, uint64_t window, uint64_t *asked_to, struct llc_span *out,
+			   uint32_t max_out);
+
+/*
+ * Where the engine is in that loop after an access at block seen, when it was at position (UINT64_MAX:
+ * unknown). An engine's threads split each matrix by rows, so its accesses alternate between places a
+ * fraction of a window apart: an access less than a window behind the position (in unpinned blocks) is
+ * a thread that lags, and the position stays. An access ahead (the end of the loop is followed by its
+ * first unpinned block) or more than a window behind (a restart) moves it.
+ */
+uint64_t llc_plan_position(uint64_t lo, uint64_t hi, const struct llc_span *pinned, uint32_t n_pinned,
+			   uint64_t position, uint64_t seen, uint64_t window);
+
+#endif

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: MIT
+/* CMocka tests of the enforcement planner (libllmcache/core/plan.h): the pin budget under a memory
+ * cgroup and the read-ahead window of a loop that does not fit, on hand-made snapshots. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "libllmcache/core/plan.h"
+
+#define MiB (1ULL << 20)
+
+static void plan_budget__no_limit__configured(void **state)
+{
+	struct llc_memcg_snapshot m = { UINT64_MAX, 100 * MiB, 40 * MiB, 32 * MiB, 16 * MiB };
+
+	(void)state;
+	assert_int_equal(llc_plan_budget(1024 * MiB, &m), 1024 * MiB);
+}
+
+static void plan_budget__limit__what_anon_code_window_and_margin_leave(void **state)
+{
+	struct llc_memcg_snapshot m = { 650 * MiB, 100 * MiB, 40 * MiB, 32 * MiB, 16 * MiB };
+
+	(void)state;
+	assert_int_equal(llc_plan_budget(1024 * MiB, &m), 462 * MiB);
+	assert_int_equal(llc_plan_budget(300 * MiB, &m), 300 * MiB); /* the configured budget is a cap too */
+	m.anon = 600 * MiB;                                          /* the engine grew: nothing left */
+	assert_int_equal(llc_plan_budget(1024 * MiB, &m), 0);
+}
+
+/* Spans returned by one call, compared with the expected ones. */
+static void expect(const struct llc_span *got, uint32_t n, const uint64_t (*want)[2], uint32_t n_want)
+{
+	uint32_t i;
+
+	assert_int_equal(n, n_want);
+	for (i = 0; i < n; i++) {
+		assert_int_equal(got[i].first, want[i][0]);
+		assert_int_equal(got[i].count, want[i][1]);
+	}
+}
+
+static void plan_prefetch__pinned_head__window_after_position_then_only_what_is_new(void **state)
+{
+	const struct llc_span pinned[] = { { 0, 60 } };
+	struct llc_span out[8];
+	uint64_t asked = UINT64_MAX;
+	uint32_t n;
+
+	(void)state;
+	/* In the pinned head: the window is the first 20 unpinned blocks. */
+	n = llc_plan_prefetch(0, 100, pinned, 1, 10, 20, &asked, out, 8);
+	expect(out, n, (const uint64_t[][2]){ { 60, 20 } }, 1);
+	assert_int_equal(asked, 80);
+	/* The engine moved on: only the new part. */
+	n = llc_plan_prefetch(0, 100, pinned, 1, 65, 20, &asked, out, 8);
+	expect(out, n, (const uint64_t[][2]){ { 80, 6 } }, 1);
+	/* Nowhere new to go: nothing. */
+	n = llc_plan_prefetch(0, 100, pinned, 1, 65, 20, &asked, out, 8);
+	assert_int_equal(n, 0);
+	/* Near the end: the window wraps round to the next iteration's first unpinned blocks, and since the
+	 * engine passed the last window's end, all of it is asked for. */
+	n = llc_plan_prefetch(0, 100, pinned, 1, 95, 20, &asked, out, 8);
+	expect(out, n, (const uint64_t[][2]){ { 96, 4 }, { 60, 16 } }, 2);
+	assert_int_equal(asked, 76);
+}
+
+static void plan_prefetch__scattered_pins__unpinned_runs_only_window_counts_them(void **state)
+{
+	const struct llc_span pinned[] = { { 10, 10 }, { 30, 10 } };
+	struct llc_span out[8];
+	uint64_t asked = UINT64_MAX;
+	uint32_t n;
+
+	(void)state;
+	n = llc_plan_prefetch(0, 50, pinned, 2, 5, 15, &asked, out, 8);
+	expect(out, n, (const uint64_t[][2]){ { 6, 4 }, { 20, 10 }, { 40, 1 } }, 3);
+	/* A mark inside a run: the part after it only, wrapping round at the end. */
+	n = llc_plan_prefetch(0, 50, pinned, 2, 25, 15, &asked, out, 8);
+	expect(out, n, (const uint64_t[][2]){ { 41, 9 }, { 0, 1 } }, 2);
+	/* Too few spans allowed: cut short, and the next call goes on from the cut. */
+	asked = UINT64_MAX;
+	n = llc_plan_prefetch(0, 50, pinned, 2, 5, 15, &asked, out, 2);
+	expect(out, n, (const uint64_t[][2]){ { 6, 4 }, { 20, 10 } }, 2);
+	assert_int_equal(asked, 40); /* the next unpinned block after the cut */
+	n = llc_plan_prefetch(0, 50, pinned, 2, 5, 15, &asked, out, 2);
+	expect(out, n, (const uint64_t[][2]){ { 40, 1 } }, 1);
+}
+
+static void plan_prefetch__everything_pinned_or_empty_loop__nothing(void **state)
+{
+	const struct llc_span pinned[] = { { 0, 50 } };
+	struct llc_span out[4];
+	uint64_t asked = UINT64_MAX;
+
+	(void)state;
+	assert_int_equal(llc_plan_prefetch(0, 50, pinned, 1, 5, 15, &asked, out, 4), 0);
+	assert_int_equal(llc_plan_prefetch(10, 10, NULL, 0, 5, 15, &asked, out, 4), 0);
+	/* A window larger than the loop: one lap, from the position round to it. */
+	assert_int_equal(llc_plan_prefetch(0, 10, NULL, 0, 4, 100, &asked, out, 4), 2);
+	assert_int_equal(out[0].first, 5);
+	assert_int_equal(out[0].count, 5);
+	assert_int_equal(out[1].first, 0);
+	assert_int_equal(out[1].count, 5);
+}
+
+static void plan_position__threads_and_wrap__lagging_thread_ignored_restart_followed(void **state)
+{
+	const struct llc_span pinned[] = { { 0, 600 } };
+
+	(void)state;
+	/* Unknown: the first access. */
+	assert_int_equal(llc_plan_position(0, 1000, pinned, 1, UINT64_MAX, 700, 100), 700);
+	/* The thread ahead moves it; the one 30 blocks behind does not. */
+	assert_int_equal(llc_plan_position(0, 1000, pinned, 1, 700, 760, 100), 760);
+	assert_int_equal(llc_plan_position(0, 1000, pinned, 1, 760, 730, 100), 760);
+	/* The end of the loop is followed by its first unpinned block, across the pinned head. */
+	assert_int_equal(llc_plan_position(0, 1000, pinned, 1, 990, 605, 100), 605);
+	/* Far behind: a restart. */
+	assert_int_equal(llc_plan_position(0, 1000, pinned, 1, 900, 650, 100), 650);
+	/* Outside the loop: no change. */
+	assert_int_equal(llc_plan_position(0, 1000, pinned, 1, 900, 2000, 100), 900);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(plan_budget__no_limit__configured),
+		cmocka_unit_test(plan_budget__limit__what_anon_code_window_and_margin_leave),
+		cmocka_unit_test(plan_prefetch__pinned_head__window_after_position_then_only_what_is_new),
+		cmocka_unit_test(plan_prefetch__scattered_pins__unpinned_runs_only_window_counts_them),
+		cmocka_unit_test(plan_prefetch__everything_pinned_or_empty_loop__nothing),
+		cmocka_unit_test(plan_position__threads_and_wrap__lagging_thread_ignored_restart_followed),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
