@@ -130,8 +130,15 @@ void Manager::on_access(const llmcache_access &a)
 	File &f = files_[*k - 1];
 	note_pid(a.pid);
 	f.mapped |= a.op == LLMCACHE_OP_MMAP_FAULT;
+	const uint64_t was = f.position;
 	f.position = llc_plan_position(f.loop_lo, f.loop_hi, f.pinned_spans.data(), uint32_t(f.pinned_spans.size()),
 				       f.position, a.first_block + a.nr_blocks - 1, window_bytes() / BS);
+	if (f.head && was != UINT64_MAX && f.position < was && a.time_ns > f.iter_start_ns) {
+		// Round the end, or a restart: an iteration. (Records of different CPUs can arrive out of order.)
+		f.period_ns = f.iter_start_ns ? a.time_ns - f.iter_start_ns : 0;
+		f.iter_start_ns = a.time_ns;
+		f.iterations++;
+	}
 	if (a.op == LLMCACHE_OP_MMAP_FAULT && f.mappers.size() < PIDS_MAX &&
 	    std::find(f.mappers.begin(), f.mappers.end(), a.pid) == f.mappers.end())
 		f.mappers.push_back(a.pid);
@@ -163,10 +170,10 @@ uint64_t Manager::headroom() const
 }
 
 // What is read ahead of an mmap engine: four readahead windows (the kernel's read-around of a fault is
-// one, centred on it), 16 MiB at least.
+// one, centred on it), 16 MiB at least, an eighth of the engine's memory limit at most.
 uint64_t Manager::window_bytes() const
 {
-	return std::max<uint64_t>(4 * readahead_, 16ull << 20);
+	return std::min(std::max<uint64_t>(4 * readahead_, 16ull << 20), memcg_limit_ / 8);
 }
 
 uint64_t Manager::budget_blocks() const
@@ -198,25 +205,25 @@ void Manager::measure_engine(uint64_t now_ns)
 	FileIds managed;
 	for (const File &f : files_)
 		managed.emplace_back(f.pf->dev(), f.pf->inode());
-	// The most seen: under pressure the engine's code is evicted and faulted back in, and a reading
-	// taken in between must not hand its room to the pins.
+	// The most seen in the last CODE_READINGS seconds: under pressure the engine's code is evicted and
+	// faulted back in, and a reading taken in between must not hand its room to the pins; but what an
+	// engine touched once at start-up (node maps 100 MiB of binary) is not what it keeps using.
 	uint64_t code = 0;
 	for (uint32_t pid : pids_)
 		code += mapped_file_bytes(pid_t(pid), managed);
-	code_ = std::max(code_, code);
+	code_readings_[code_at_++ % CODE_READINGS] = code;
+	code_ = *std::max_element(std::begin(code_readings_), std::end(code_readings_));
 }
 
-void Manager::forget_engines()
+// The pins stay (a restarted engine maps the head whole at once) and so does the cgroup's cap; what
+// followed the engines goes, and so does the prefetcher, which would keep their cgroup alive.
+void Manager::engines_exited()
 {
-	release();
-	memcg_limit_ = UINT64_MAX;
-	memcg_dir_.clear();
-	usage_ = {};
-	code_ = 0;
 	prefetcher_.reset();
+	std::fill(std::begin(code_readings_), std::end(code_readings_), code_);
 	for (File &f : files_)
-		f.position = f.asked_to = UINT64_MAX, f.populated_to = 0, f.tail_spans.clear();
-	log("every engine exited: pins released");
+		f.position = f.asked_to = UINT64_MAX, f.populated_to = 0, f.iterations = 0, f.iter_start_ns = 0,
+		f.period_ns = 0, f.tail_spans.clear();
 }
 
 uint64_t Manager::pinned_blocks() const
@@ -275,7 +282,7 @@ void Manager::tick(uint64_t now_ns)
 		for (File &f : files_)
 			std::erase_if(f.mappers, [](uint32_t p) { return kill(pid_t(p), 0) && errno == ESRCH; });
 		if (had_engines && pids_.empty())
-			forget_engines();
+			engines_exited();
 	}
 	measure_engine(now_ns);
 	// The loops' extents, for the sticky pins and the read-ahead.
@@ -569,13 +576,26 @@ std::string Manager::status(const FeedInfo &feed) const
 	for (uint16_t id = llc_first(core_, LLMCACHE_CLASS_LOOP); id && out.size() < 2 * MAX_TEXT;
 	     id = llc_next(core_, id)) {
 		const llc_seq *q = llc_seq_get(core_, id);
-		if (q->file < 1 || q->file > files_.size())
+		if (q->file < 1 || q->file > files_.size() || files_[q->file - 1].head)
 			continue;
 		const uint64_t n_blocks = q->end - q->start + 1, s_min = llc_size_min_blocks(n_blocks, bw_blocks, o_.t_ns);
 		const uint64_t pin = files_[q->file - 1].pf->locked_in(q->start, n_blocks);
 		out += "loop" + kv("seq", id) + kv("file", q->file) + kv("first", q->start) + kv("n", n_blocks) +
 		       kv("iterations", q->iterations) + kv("period_ns", q->period_ns) + kv("s_min", s_min) +
 		       kv("pinned", pin) + kv("deficit", s_min > pin ? s_min - pin : 0) +
+		       kv("stall_ns", llc_stall_ns(n_blocks, pin, bw_blocks, o_.t_ns)) + "\n";
+	}
+	// A head file is one loop, the engine's pass over the whole file, counted where its position goes
+	// round; seq 0: not one of the core's sequences.
+	for (size_t i = 0; i < files_.size(); i++) {
+		const File &f = files_[i];
+		if (!f.head)
+			continue;
+		const uint64_t n_blocks = f.pf->blocks(), s_min = llc_size_min_blocks(n_blocks, bw_blocks, o_.t_ns);
+		const uint64_t pin = f.pf->locked();
+		out += "loop" + kv("seq", 0) + kv("file", i + 1) + kv("first", 0) + kv("n", n_blocks) +
+		       kv("iterations", f.iterations) + kv("period_ns", f.period_ns) + kv("s_min", s_min) + kv("pinned", pin) +
+		       kv("deficit", s_min > pin ? s_min - pin : 0) +
 		       kv("stall_ns", llc_stall_ns(n_blocks, pin, bw_blocks, o_.t_ns)) + "\n";
 	}
 	return out;

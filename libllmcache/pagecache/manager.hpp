@@ -16,7 +16,7 @@
  * - the unpinned blocks of an mmap engine's loop that does not fit are read ahead of the engine, in
  *   loop order and wrapping round to the next iteration (llc_plan_prefetch), by a child process in the
  *   engine's memory cgroup (prefetcher.hpp);
- * - when every engine has exited, the pins go: the next engine's memory is not known yet.
+ * - when every engine has exited, the pins stay within the cap of its cgroup, for the next engine.
  * Managed files are the ones named at start (manage) and, in automatic mode, every file the feed names
  * (the feed applies the pid / cgroup and minimum-size filters). tick() applies the plan and the drops;
  * drop_tails() and prefetch(), called more often, only the loop tails and the read-ahead;
@@ -104,6 +104,8 @@ private:
 		uint64_t position = UINT64_MAX, loop_lo = 0, loop_hi = 0, asked_to = UINT64_MAX;
 		bool head = false;         // an mmap engine's file its cgroup cannot hold: the pins are its head
 		uint64_t populated_to = 0; // the head's blocks below this were asked to be read in
+		uint32_t iterations = 0;   // a head file's passes, seen where the engine's position goes round
+		uint64_t iter_start_ns = 0, period_ns = 0;
 		std::vector<llc_span> pinned_spans;
 	};
 	struct SeqState {
@@ -117,7 +119,7 @@ private:
 	uint64_t window_bytes() const; // the read-ahead window of an mmap engine
 	bool any_mapped() const;
 	void measure_engine(uint64_t now_ns); // usage_ and code_
-	void forget_engines();                 // every engine exited
+	void engines_exited();
 	std::vector<std::vector<Range>> plan_heads(uint64_t budget);
 	bool start_prefetcher();
 	void drop_ranges(File &f, const std::vector<Range> &ranges, uint64_t &counter);
@@ -136,7 +138,9 @@ private:
 	uint64_t memcg_limit_ = UINT64_MAX, released_ = 0, cold_denied_ = 0, last_prune_ns_ = 0;
 	std::string memcg_dir_;           // the engines' memory cgroup (the most limited one)
 	MemcgUsage usage_;                // its last reading
+	static constexpr uint32_t CODE_READINGS = 5;
 	uint64_t code_ = 0, last_measure_ns_ = 0; // the engines' mapped code and libraries, bytes
+	uint64_t code_readings_[CODE_READINGS] = {}, code_at_ = 0; // the last readings, one a second
 	std::unique_ptr<Prefetcher> prefetcher_;
 	bool prefetch_failed_ = false;
 	bool warned_mlock_ = false, warned_cold_ = false;
