@@ -10,9 +10,9 @@
 # Each mode gets a warm-up run, then RUNS measured runs; the page cache is dropped before every run.
 # Printed per model, limit and mode: median decode tokens/s and its ratio to stock, disk bytes read per
 # token (the device's counter during the decode), major faults per token, refused or killed engines,
-# and the sizing rule's floor (model - (limit - the engine's other memory), bytes per token) and the
-# ceiling it allows (compute time of the unlimited run + floor at the disk's measured bandwidth, no
-# overlap). CSV and an SVG plot go to RESULTS/bench-engine. Documentation/engine-bench.md has figures.
+# and the sizing rule's floor (model - (limit - the engine's own memory: its anonymous memory and the
+# code it keeps mapped, as the stock runs under the limit left them), bytes per token) and the ceiling
+# it allows (compute time of the unlimited run + floor at the disk's measured bandwidth, no overlap). CSV and an SVG plot go to RESULTS/bench-engine. Documentation/engine-bench.md has figures.
 # Needs root (cgroups, drop_caches, BPF) and node >= 20.
 # Usage: scripts/bench-engine.sh BUILD_DIR [RESULTS_DIR] [RUNS]
 # Environment: LLMCACHE_ENGINE_MODELS   "name:llmworkload gguf options, comma-separated" ...
@@ -34,9 +34,9 @@ if [ "$(id -u)" -ne 0 ]; then echo "bench-engine.sh: skipped: needs root (memory
 engine=$(realpath -m "$build/engine")
 if ! "$here/engine/install.sh" "$engine"; then echo "bench-engine.sh: skipped: no real engine (above)"; exit 0; fi
 if [ -d /sys/fs/cgroup/memory ]; then
-	cgroot=/sys/fs/cgroup/memory limit_file=memory.limit_in_bytes peak_file=memory.max_usage_in_bytes
+	cgroot=/sys/fs/cgroup/memory limit_file=memory.limit_in_bytes
 elif grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
-	cgroot=/sys/fs/cgroup limit_file=memory.max peak_file=memory.peak
+	cgroot=/sys/fs/cgroup limit_file=memory.max
 	echo +memory >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
 else
 	echo "bench-engine.sh: skipped: no memory cgroup controller"; exit 0
@@ -150,15 +150,13 @@ for spec in $models; do
 	dd if="$model" of=/dev/null bs=8M iflag=direct status=none
 	bw=$(( model_bytes * 1000000000 / ($(date +%s%N) - t0) ))
 	echo max >"$cg/$limit_file" 2>/dev/null || echo -1 >"$cg/$limit_file"
-	[ "$peak_file" = memory.peak ] || echo 0 >"$cg/$peak_file"
 	engine_run "$model" >/dev/null
 	fit=$(engine_run "$model")
 	fit_tps=$(json_num "$fit" tokens_per_s)
-	peak=$(cat "$cg/$peak_file")
-	other=$(( peak > model_bytes ? peak - model_bytes : 0 ))
+	own=$(( $(json_num "$fit" rss_anon) + $(json_num "$fit" rss_code) ))
 	echo
 	echo "model $name: $((model_bytes >> 20)) MiB (llmworkload gguf ${opts//,/ }), disk $(basename "$sysdev") at $((bw / 1000000)) MB/s;" \
-		"no limit: $fit_tps tokens/s, peak memory $((peak >> 20)) MiB (other than the model: $((other >> 20)) MiB)"
+		"no limit: $fit_tps tokens/s, anonymous memory $(( $(json_num "$fit" rss_anon) >> 20 )) MiB, code mapped $(( $(json_num "$fit" rss_code) >> 20 )) MiB"
 	printf '%-9s %-5s %-18s %9s %8s %14s %13s %11s %13s  %s\n' limit "%" mode tokens/s "x stock" "MB read/token" \
 		"majflt/token" "floor MB/t" "ceiling t/s" notes
 	for lim in $limits; do
@@ -168,8 +166,11 @@ for spec in $models; do
 		*) echo "bench-engine.sh: a limit is a percentage of the model (80%) or MiB (650MiB), not '$lim'"; exit 2 ;;
 		esac
 		pct=$(( limit_bytes * 100 / model_bytes ))
-		floor=$(( model_bytes + other > limit_bytes ? model_bytes + other - limit_bytes : 0 ))
-		ceiling=$(awk -v t="$fit_tps" -v f="$floor" -v bw="$bw" 'BEGIN { printf "%.2f", 1 / (1 / t + f / bw) }')
+		floor_of() { # the engine's own memory in bytes: the floor and the ceiling
+			floor=$(( model_bytes + $1 > limit_bytes ? model_bytes + $1 - limit_bytes : 0 ))
+			ceiling=$(awk -v t="$fit_tps" -v f="$floor" -v bw="$bw" 'BEGIN { printf "%.2f", 1 / (1 / t + f / bw) }')
+		}
+		floor_of "$own"
 		declare -A tps=()
 		for mode in $modes; do
 			echo "$limit_bytes" >"$cg/$limit_file"
@@ -183,7 +184,7 @@ for spec in $models; do
 				refused) refused=$((refused + 1)) ;;
 				killed) killed=$((killed + 1)) ;;
 				failed) ;;
-				*) echo "$(json_num "$o" tokens_per_s) $(json_num "$o" disk_read_bytes) $(json_num "$o" major_faults) $(json_num "$o" decode_tokens)" >>"$out/runs" ;;
+				*) echo "$(json_num "$o" tokens_per_s) $(json_num "$o" disk_read_bytes) $(json_num "$o" major_faults) $(json_num "$o" decode_tokens) $(( $(json_num "$o" rss_anon) + $(json_num "$o" rss_code) ))" >>"$out/runs" ;;
 				esac
 			done
 			stop_mode
@@ -191,6 +192,9 @@ for spec in $models; do
 			mb=$( [ -f "$out/runs" ] && awk '{ print $2 / $4 / 1e6 }' "$out/runs" | median || echo 0)
 			mf=$( [ -f "$out/runs" ] && awk '{ print $3 / $4 }' "$out/runs" | median || echo 0)
 			tps[$mode]=$t
+			# The stock engine under the limit: what it keeps of its own memory sets the floor.
+			[ "$mode" != stock ] || [ ! -f "$out/runs" ] ||
+				floor_of "$(awk '{ print $5 }' "$out/runs" | sort -n | awk '{ v[NR] = $1 } END { printf "%d", v[int((NR + 1) / 2)] }')"
 			x=$(awk -v a="$t" -v b="${tps[stock]:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
 			notes=
 			[ $refused = 0 ] || notes+="refused $refused of $runs; "

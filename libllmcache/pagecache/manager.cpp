@@ -131,8 +131,10 @@ void Manager::on_access(const llmcache_access &a)
 	note_pid(a.pid);
 	f.mapped |= a.op == LLMCACHE_OP_MMAP_FAULT;
 	const uint64_t was = f.position;
-	f.position = llc_plan_position(f.loop_lo, f.loop_hi, f.pinned_spans.data(), uint32_t(f.pinned_spans.size()),
-				       f.position, a.first_block + a.nr_blocks - 1, window_bytes() / BS);
+	const llc_span head{0, f.head_blocks};
+	if (f.head)
+		f.position = llc_plan_position(0, f.pf->blocks(), &head, 1, f.position, a.first_block + a.nr_blocks - 1,
+					       window_bytes() / BS);
 	if (f.head && was != UINT64_MAX && f.position < was && a.time_ns > f.iter_start_ns) {
 		// Round the end, or a restart: an iteration. (Records of different CPUs can arrive out of order.)
 		f.period_ns = f.iter_start_ns ? a.time_ns - f.iter_start_ns : 0;
@@ -144,7 +146,7 @@ void Manager::on_access(const llmcache_access &a)
 		f.mappers.push_back(a.pid);
 	for (uint64_t b = a.first_block; b < a.first_block + a.nr_blocks; b++) {
 		const llc_verdict v = llc_access(core_, *k, b, a.time_ns);
-		if (v.cls == LLMCACHE_CLASS_LOOP && memcg_limit_ != UINT64_MAX) // else tails are kept
+		if ((v.cls == LLMCACHE_CLASS_LOOP || f.head) && memcg_limit_ != UINT64_MAX) // else tails are kept
 			note_tail(f, b);
 		f.accesses++;
 		f.by_class[v.cls]++;
@@ -184,9 +186,11 @@ uint64_t Manager::budget_blocks() const
 		// Until a mapped file has run a loop, the engine may still be allocating its context: an eighth
 		// of the limit is kept for that (a 512-token context and its compute buffers took 60 MiB of 650).
 		const bool starting = std::any_of(files_.begin(), files_.end(), [](const File &f) {
-			return f.mapped && f.loop_lo >= f.loop_hi;
+			return f.mapped && !f.iterations;
 		});
-		const llc_memcg_snapshot m{memcg_limit_, usage_.anon, code_, o_.prefetch ? window_bytes() : 4 * readahead_,
+		// The window read ahead is locked, part of the pins; what stays unlocked for the stream is the
+		// engine's own read-around: two readahead windows with the window ahead, four without.
+		const llc_memcg_snapshot m{memcg_limit_, usage_.anon, code_, (o_.prefetch ? 2 : 4) * readahead_,
 					   std::max(o_.memcg_headroom, 2 * readahead_) + (starting ? memcg_limit_ / 8 : 0)};
 		return llc_plan_budget(o_.pin_budget, &m) / BS;
 	}
@@ -247,16 +251,36 @@ std::vector<std::vector<Range>> Manager::plan_heads(uint64_t budget)
 		f.head = f.mapped && memcg_limit_ != UINT64_MAX && f.pf->blocks() > budget_blocks();
 		if (!f.head || !budget)
 			continue;
-		const uint64_t head = std::min(budget, f.pf->blocks());
-		want[i].push_back({0, head});
-		budget -= head;
-		if (!o_.prefetch || prefetch_failed_ || f.populated_to >= head)
+		// The head, and the window ahead of the engine (locked once read in, until the engine passed it).
+		const uint64_t window = o_.prefetch ? std::min(budget, window_bytes() / BS) : 0;
+		f.head_blocks = std::min(budget - window, f.pf->blocks());
+		want[i] = window_of(f);
+		want[i].insert(want[i].begin(), Range{0, f.head_blocks});
+		budget -= f.head_blocks + window;
+		if (!o_.prefetch || prefetch_failed_ || f.populated_to >= f.head_blocks)
 			continue;
 		if (start_prefetcher())
-			prefetcher_->read_ahead(uint32_t(i), f.pf->fd(), f.populated_to, head - f.populated_to);
-		f.populated_to = head;
+			prefetcher_->read_ahead(uint32_t(i), f.pf->fd(), f.populated_to, f.head_blocks - f.populated_to);
+		f.populated_to = f.head_blocks;
 	}
 	return want;
+}
+
+// The window of a head file: the unpinned blocks the engine reads next, the first window_bytes() of them
+// after its position, round the end of the file to the first ones after the head.
+std::vector<Range> Manager::window_of(const File &f) const
+{
+	std::vector<Range> out;
+	if (!o_.prefetch || f.position == UINT64_MAX)
+		return out;
+	constexpr uint32_t MAX_SPANS = 8;
+	llc_span spans[MAX_SPANS];
+	const llc_span head{0, f.head_blocks};
+	uint64_t none = UINT64_MAX;
+	const uint32_t n = llc_plan_prefetch(0, f.pf->blocks(), &head, 1, f.position, window_bytes() / BS, &none, spans, MAX_SPANS);
+	for (uint32_t k = 0; k < n; k++)
+		out.push_back({spans[k].first, spans[k].count});
+	return out;
 }
 
 bool Manager::start_prefetcher()
@@ -285,15 +309,13 @@ void Manager::tick(uint64_t now_ns)
 			engines_exited();
 	}
 	measure_engine(now_ns);
-	// The loops' extents, for the sticky pins and the read-ahead.
+	// The loops' extents, for the sticky pins.
 	for (size_t i = 0; i < files_.size(); i++) {
 		File &f = files_[i];
 		f.loop_lo = UINT64_MAX, f.loop_hi = 0;
 		for (uint16_t id = llc_first(core_, LLMCACHE_CLASS_LOOP); id; id = llc_next(core_, id))
 			if (const llc_seq *q = llc_seq_get(core_, id); q->file == i + 1)
 				f.loop_lo = std::min(f.loop_lo, q->start), f.loop_hi = std::max(f.loop_hi, q->end + 1);
-		if (f.head) // an mmap engine's weights file is its loop from the first pass on
-			f.loop_lo = 0, f.loop_hi = f.pf->blocks();
 	}
 	// Pins: the plan's ranges per file; first release what left it, then lock within what is left.
 	const uint64_t budget = budget_blocks();
@@ -354,11 +376,6 @@ void Manager::tick(uint64_t now_ns)
 		}
 		left -= std::min(left, files_[i].pf->locked() - before);
 	}
-	for (File &f : files_) {
-		f.pinned_spans.clear();
-		for (const Range &r : f.pf->locked_runs())
-			f.pinned_spans.push_back({r.first, r.count});
-	}
 	drop_scans(now_ns);
 	planned_ = std::move(want);
 	drop_tails();
@@ -367,22 +384,30 @@ void Manager::tick(uint64_t now_ns)
 
 // The loops of mmap engines that their cgroup cannot hold: read the unpinned blocks ahead of the engine.
 // A read()-based engine has the kernel's readahead, which follows its reads already.
+// Follow the mmap engines of head files: ask for the part of the window that is new, lock what of the
+// window was read in, unlock what the engine passed (drop_tails() then drops it).
 void Manager::prefetch()
 {
 	if (!o_.prefetch || prefetch_failed_ || memcg_limit_ == UINT64_MAX)
 		return;
-	constexpr uint32_t MAX_SPANS = 64;
+	constexpr uint32_t MAX_SPANS = 8;
 	llc_span spans[MAX_SPANS];
+	const uint64_t budget = budget_blocks();
+	std::string err;
 	for (size_t i = 0; i < files_.size() && i < Prefetcher::MAX_FILES; i++) {
 		File &f = files_[i];
-		if (!f.mapped || f.position == UINT64_MAX || f.loop_lo >= f.loop_hi || f.pf->blocks() <= budget_blocks())
+		if (!f.head || f.position == UINT64_MAX || !start_prefetcher())
 			continue;
-		if (!start_prefetcher())
-			return;
-		const uint32_t n = llc_plan_prefetch(f.loop_lo, f.loop_hi, f.pinned_spans.data(), uint32_t(f.pinned_spans.size()),
-						     f.position, window_bytes() / BS, &f.asked_to, spans, MAX_SPANS);
+		const llc_span head{0, f.head_blocks};
+		const uint32_t n = llc_plan_prefetch(0, f.pf->blocks(), &head, 1, f.position, window_bytes() / BS, &f.asked_to,
+						     spans, MAX_SPANS);
 		for (uint32_t k = 0; k < n; k++)
 			prefetcher_->read_ahead(uint32_t(i), f.pf->fd(), spans[k].first, spans[k].count);
+		std::vector<Range> want = window_of(f);
+		want.insert(want.begin(), Range{0, f.head_blocks});
+		f.pf->apply(want, 0, err); // unlock what left the window
+		const uint64_t pinned = pinned_blocks();
+		f.pf->apply(want, budget > pinned ? budget - pinned : 0, err);
 	}
 }
 
@@ -484,7 +509,7 @@ void Manager::drop_tails()
 		auto keep = [&](uint64_t b) {
 			if (f.pf->locked_in(b, 1))
 				return true;
-			if (!pins_full && i < planned_.size())
+			if (!pins_full && !f.head && i < planned_.size())
 				for (const Range &r : planned_[i])
 					if (b >= r.first && b < r.first + r.count)
 						return true;

@@ -103,10 +103,10 @@ private:
 		// where the last window ended (llc_plan_prefetch).
 		uint64_t position = UINT64_MAX, loop_lo = 0, loop_hi = 0, asked_to = UINT64_MAX;
 		bool head = false;         // an mmap engine's file its cgroup cannot hold: the pins are its head
+		uint64_t head_blocks = 0;  // and the window ahead of the engine
 		uint64_t populated_to = 0; // the head's blocks below this were asked to be read in
 		uint32_t iterations = 0;   // a head file's passes, seen where the engine's position goes round
 		uint64_t iter_start_ns = 0, period_ns = 0;
-		std::vector<llc_span> pinned_spans;
 	};
 	struct SeqState {
 		uint64_t created_vt = 0, last_ns = 0, dropped_to = 0; // dropped_to: scan blocks below it are done
@@ -121,6 +121,7 @@ private:
 	void measure_engine(uint64_t now_ns); // usage_ and code_
 	void engines_exited();
 	std::vector<std::vector<Range>> plan_heads(uint64_t budget);
+	std::vector<Range> window_of(const File &f) const;
 	bool start_prefetcher();
 	void drop_ranges(File &f, const std::vector<Range> &ranges, uint64_t &counter);
 	void drop_scans(uint64_t now_ns);

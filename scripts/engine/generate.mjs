@@ -3,7 +3,7 @@
 // a GGUF model through mmap (llama.cpp's default) and decoding greedily. It prints one JSON line: the
 // load, prompt and decode times, decode tokens/s, the generated token ids (so that runs with and without
 // llmcache can be compared token for token), the process's major faults and the bytes it read from disk,
-// and its resident anonymous and file-backed memory.
+// and its resident anonymous memory, model and code (its other file mappings).
 // Memory-aware like any node-llama-cpp app: the context is refused when the free RAM it sees is too small.
 // With LLMCACHE_DISK_STAT set to a block device's stat file (/sys/block/DEV/stat), it also prints the
 // bytes that device read during the decode, whoever read them.
@@ -61,13 +61,26 @@ const after = procIo();
 const status = Object.fromEntries(fs.readFileSync("/proc/self/status", "utf8").split("\n")
     .map((l) => l.split(/:\s+/)).filter((kv) => kv.length === 2));
 const kib = (k) => Number.parseInt(status[k] ?? "0", 10) * 1024;
+// Resident file-backed memory split into the model and the rest (the engine's binary and libraries).
+const modelReal = fs.realpathSync(modelPath);
+let rssModel = 0, rssCode = 0, inModel = false, isFile = false;
+for (const line of fs.readFileSync("/proc/self/smaps", "utf8").split("\n")) {
+    const head = line.match(/^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ (\d+)\s*(.*)$/);
+    if (head) {
+        isFile = head[1] !== "0";
+        inModel = head[2] === modelReal;
+    } else if (isFile && line.startsWith("Rss:")) {
+        const bytes = Number.parseInt(line.slice(4), 10) * 1024;
+        if (inModel) rssModel += bytes; else rssCode += bytes;
+    }
+}
 console.log(JSON.stringify({
     engine: `llama.cpp via node-llama-cpp ${llama.buildType === undefined ? "" : llama.buildType}`.trim(),
     load_s: loadS, prompt_tokens: input.length, prompt_s: firstS, decode_tokens: out.length - 1, decode_s: decodeS,
     tokens_per_s: decodeS > 0 ? (out.length - 1) / decodeS : 0,
     read_bytes: after.readBytes - before.readBytes, major_faults: after.majorFaults - before.majorFaults,
     disk_read_bytes: after.diskBytes - before.diskBytes,
-    rss_anon: kib("RssAnon"), rss_file: kib("RssFile"), // at the end of the decode: the model's mapped pages in rss_file
+    rss_anon: kib("RssAnon"), rss_model: rssModel, rss_code: rssCode, // at the end of the decode
     tokens: out
 }));
 await context.dispose();
