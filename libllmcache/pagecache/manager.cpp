@@ -382,10 +382,9 @@ void Manager::tick(uint64_t now_ns)
 	prefetch();
 }
 
-// The loops of mmap engines that their cgroup cannot hold: read the unpinned blocks ahead of the engine.
-// A read()-based engine has the kernel's readahead, which follows its reads already.
 // Follow the mmap engines of head files: ask for the part of the window that is new, lock what of the
-// window was read in, unlock what the engine passed (drop_tails() then drops it).
+// window was read in, unlock what the engine passed (drop_tails() then drops it). A read()-based engine
+// has the kernel's readahead, which follows its reads already.
 void Manager::prefetch()
 {
 	if (!o_.prefetch || prefetch_failed_ || memcg_limit_ == UINT64_MAX)

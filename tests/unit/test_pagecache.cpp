@@ -92,6 +92,24 @@ void memcg_dir__v1_v2_and_root__directory_or_none(void **)
 	assert_true(memcg_dir("0::/\n3:cpu:/x\n").empty());
 }
 
+void mapped_file_bytes__smaps__file_mappings_other_than_excluded(void **)
+{
+	const std::string smaps = "55d0a0000000-55d0a6000000 r-xp 00000000 fe:01 1234                       /usr/bin/node\n"
+				  "Size:              98304 kB\n"
+				  "Rss:                8192 kB\n"
+				  "VmFlags: rd ex mr mw me\n"
+				  "7f0000000000-7f0020000000 r--s 00019000 fe:01 777                        /models/m.gguf\n"
+				  "Rss:              500000 kB\n"
+				  "7f1000000000-7f1000100000 rw-p 00000000 00:00 0 \n"
+				  "Rss:                1024 kB\n"
+				  "7f2000000000-7f2000200000 r-xp 00000000 fe:01 99                         /usr/lib/libc.so.6\n"
+				  "Rss:                1536 kB\n";
+	const FileIds model{{makedev(0xfe, 1), 777}};
+	assert_int_equal(mapped_file_bytes(smaps, model), (8192 + 1536) << 10); // anonymous and model left out
+	assert_int_equal(mapped_file_bytes(smaps, {}), (8192 + 500000 + 1536ull) << 10);
+	assert_int_equal(mapped_file_bytes("", model), 0);
+}
+
 void pinned_file_apply__plan_then_smaller_plan__locks_resident_planned_blocks_only(void **)
 {
 	const std::string path = make_file("pins.bin", 64);
@@ -215,6 +233,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(find_mappings__maps_text__only_that_file_with_offsets),
 		cmocka_unit_test(memcg_dir__v1_v2_and_root__directory_or_none),
+		cmocka_unit_test(mapped_file_bytes__smaps__file_mappings_other_than_excluded),
 		cmocka_unit_test(pinned_file_apply__plan_then_smaller_plan__locks_resident_planned_blocks_only),
 		cmocka_unit_test(pinned_file_apply__kept_ranges__stay_locked_outside_the_plan),
 		cmocka_unit_test(pinned_file_lock__dontneed_from_another_descriptor__pages_stay),
