@@ -225,9 +225,8 @@ void Manager::engines_exited()
 {
 	prefetcher_.reset();
 	std::fill(std::begin(code_readings_), std::end(code_readings_), code_);
-	for (File &f : files_)
-		f.position = f.asked_to = UINT64_MAX, f.populated_to = 0, f.iterations = 0, f.iter_start_ns = 0,
-		f.period_ns = 0, f.tail_spans.clear();
+	for (File &f : files_) // the loop's iterations and period stay, as the core's do
+		f.position = f.asked_to = UINT64_MAX, f.populated_to = 0, f.iter_start_ns = 0, f.tail_spans.clear();
 }
 
 uint64_t Manager::pinned_blocks() const
@@ -251,9 +250,11 @@ std::vector<std::vector<Range>> Manager::plan_heads(uint64_t budget)
 		f.head = f.mapped && memcg_limit_ != UINT64_MAX && f.pf->blocks() > budget_blocks();
 		if (!f.head || !budget)
 			continue;
-		// The head, and the window ahead of the engine (locked once read in, until the engine passed it).
-		const uint64_t window = o_.prefetch ? std::min(budget, window_bytes() / BS) : 0;
+		// The head, and the window ahead of the engine (locked once read in, until the engine passed it),
+		// where the head keeps three quarters of the budget at least.
+		const uint64_t window = o_.prefetch && budget >= 4 * (window_bytes() / BS) ? window_bytes() / BS : 0;
 		f.head_blocks = std::min(budget - window, f.pf->blocks());
+		f.window = window != 0;
 		want[i] = window_of(f);
 		want[i].insert(want[i].begin(), Range{0, f.head_blocks});
 		budget -= f.head_blocks + window;
@@ -271,7 +272,7 @@ std::vector<std::vector<Range>> Manager::plan_heads(uint64_t budget)
 std::vector<Range> Manager::window_of(const File &f) const
 {
 	std::vector<Range> out;
-	if (!o_.prefetch || f.position == UINT64_MAX)
+	if (!o_.prefetch || f.position == UINT64_MAX || !f.window)
 		return out;
 	constexpr uint32_t MAX_SPANS = 8;
 	llc_span spans[MAX_SPANS];
@@ -395,7 +396,7 @@ void Manager::prefetch()
 	std::string err;
 	for (size_t i = 0; i < files_.size() && i < Prefetcher::MAX_FILES; i++) {
 		File &f = files_[i];
-		if (!f.head || f.position == UINT64_MAX || !start_prefetcher())
+		if (!f.head || !f.window || f.position == UINT64_MAX || !start_prefetcher())
 			continue;
 		const llc_span head{0, f.head_blocks};
 		const uint32_t n = llc_plan_prefetch(0, f.pf->blocks(), &head, 1, f.position, window_bytes() / BS, &f.asked_to,

@@ -103,7 +103,8 @@ private:
 		// where the last window ended (llc_plan_prefetch).
 		uint64_t position = UINT64_MAX, loop_lo = 0, loop_hi = 0, asked_to = UINT64_MAX;
 		bool head = false;         // an mmap engine's file its cgroup cannot hold: the pins are its head
-		uint64_t head_blocks = 0;  // and the window ahead of the engine
+		bool window = false;
+		uint64_t head_blocks = 0;  // and, if window, the window ahead of the engine
 		uint64_t populated_to = 0; // the head's blocks below this were asked to be read in
 		uint32_t iterations = 0;   // a head file's passes, seen where the engine's position goes round
 		uint64_t iter_start_ns = 0, period_ns = 0;

@@ -35,8 +35,7 @@ struct Request {
 		_exit(0);
 	if (dup2(sock, 3) < 0)
 		_exit(1);
-	for (int fd = 4; fd < 1024; fd++) // no copies of the daemon's sockets, maps and ring buffers
-		close(fd);
+	close_range(4, ~0u, 0); // no copies of the daemon's sockets, maps and ring buffers
 	sock = 3;
 	char pid[24];
 	int len = 0;
