@@ -310,14 +310,11 @@ void Manager::tick(uint64_t now_ns)
 			engines_exited();
 	}
 	measure_engine(now_ns);
-	// The loops' extents, for the sticky pins.
-	for (size_t i = 0; i < files_.size(); i++) {
-		File &f = files_[i];
-		f.loop_lo = UINT64_MAX, f.loop_hi = 0;
-		for (uint16_t id = llc_first(core_, LLMCACHE_CLASS_LOOP); id; id = llc_next(core_, id))
-			if (const llc_seq *q = llc_seq_get(core_, id); q->file == i + 1)
-				f.loop_lo = std::min(f.loop_lo, q->start), f.loop_hi = std::max(f.loop_hi, q->end + 1);
-	}
+	for (File &f : files_) // which files have a loop, for the sticky pins
+		f.looping = false;
+	for (uint16_t id = llc_first(core_, LLMCACHE_CLASS_LOOP); id; id = llc_next(core_, id))
+		if (const llc_seq *q = llc_seq_get(core_, id); q->file >= 1 && q->file <= files_.size())
+			files_[q->file - 1].looping = true;
 	// Pins: the plan's ranges per file; first release what left it, then lock within what is left.
 	const uint64_t budget = budget_blocks();
 	std::vector<std::vector<Range>> want = plan_heads(budget);
@@ -340,7 +337,7 @@ void Manager::tick(uint64_t now_ns)
 	for (size_t i = 0; i < files_.size(); i++) {
 		if (files_[i].head)
 			continue; // a head plan is the same from one tick to the next: nothing to keep beside it
-		const bool whole = files_[i].mapped && files_[i].loop_lo < files_[i].loop_hi;
+		const bool whole = files_[i].mapped && files_[i].looping;
 		for (const Range &r : files_[i].pf->locked_runs())
 			for (uint64_t b = r.first; b < r.first + r.count; b++) {
 				const uint16_t id = whole ? 0 : llc_lookup(core_, i + 1, b);

@@ -98,13 +98,13 @@ private:
 		uint64_t accesses = 0, by_class[LLMCACHE_NR_CLASSES] = {};
 		uint64_t dropped = 0, tail = 0, cold = 0; // blocks: scans dropped, loop tails dropped, made cold
 		std::vector<uint32_t> mappers; // live pids that faulted it through mmap
-		bool mapped = false;           // engines map it: more memcg headroom (kept after they exit)
-		// Read-ahead: the engine's last block, the loop's extent [loop_lo, loop_hi) and pins (tick()),
-		// where the last window ended (llc_plan_prefetch).
-		uint64_t position = UINT64_MAX, loop_lo = 0, loop_hi = 0, asked_to = UINT64_MAX;
-		bool head = false;         // an mmap engine's file its cgroup cannot hold: the pins are its head
-		bool window = false;
-		uint64_t head_blocks = 0;  // and, if window, the window ahead of the engine
+		bool mapped = false;           // engines map it (kept after they exit)
+		bool looping = false;          // it has a LOOP sequence (tick())
+		bool head = false;     // an mmap engine's file its cgroup cannot hold: the pins are its head,
+		bool window = false;   // and, if window, the window ahead of the engine
+		uint64_t head_blocks = 0;
+		// The engine's position (llc_plan_position), where the last window ended (llc_plan_prefetch).
+		uint64_t position = UINT64_MAX, asked_to = UINT64_MAX;
 		uint64_t populated_to = 0; // the head's blocks below this were asked to be read in
 		uint32_t iterations = 0;   // a head file's passes, seen where the engine's position goes round
 		uint64_t iter_start_ns = 0, period_ns = 0;
