@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # make bench: speed and memory of the simulator and the policy core, the hit-ratio table of the
-# paper's four app workloads (llm against every baseline and Belady), and the KV half (bench-kv.sh).
+# paper's four app workloads (llm against every baseline and Belady), the recorder and the userspace
+# mode as root, the real engine (bench-engine.sh) and the KV half (bench-kv.sh).
 # Figures are printed with the machine they ran on; Documentation/evaluation.md records them.
 # Usage: scripts/bench.sh BUILD_DIR RESULTS_DIR
 set -euo pipefail
