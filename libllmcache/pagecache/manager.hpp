@@ -12,10 +12,12 @@
  * - the budget is capped below the memory limit of the engines' cgroup (memcg.hpp), since nothing gives
  *   mlocked pages back under pressure the way the module's shrinker does: for a read()-based engine by
  *   a headroom of readahead windows, for an mmap engine by what it uses besides the pins, measured
- *   (llc_plan_budget: its anonymous memory, its mapped code and libraries, the read-ahead window);
- * - the unpinned blocks of an mmap engine's loop that does not fit are read ahead of the engine, in
- *   loop order and wrapping round to the next iteration (llc_plan_prefetch), by a child process in the
- *   engine's memory cgroup (prefetcher.hpp);
+ *   (llc_plan_budget: its anonymous memory, its mapped code and libraries, its read-around);
+ * - a file an mmap engine maps and its cgroup cannot hold is pinned as its head, from the first fault,
+ *   read in by a child process in the engine's memory cgroup in PMD-size folios (prefetcher.hpp), and
+ *   a window after the engine's position (llc_plan_position), wrapping round to the next iteration
+ *   (llc_plan_prefetch), is read in and locked until the engine has passed it
+ *   (Documentation/design/planner.md);
  * - when every engine has exited, the pins stay within the cap of its cgroup, for the next engine.
  * Managed files are the ones named at start (manage) and, in automatic mode, every file the feed names
  * (the feed applies the pid / cgroup and minimum-size filters). tick() applies the plan and the drops;
