@@ -26,14 +26,9 @@ if [ "$(id -u)" -ne 0 ]; then echo "bench-bpf-mode.sh: skipped: needs root (llmc
 [ -x "$bin/llmcached" ] && [ -x "$bin/llmtrace" ] || { echo "bench-bpf-mode.sh: skipped: built without BPF"; exit 0; }
 mkdir -p "$out"
 sock=$out/llmcached.sock
-if [ -d /sys/fs/cgroup/memory ]; then
-	cgroot=/sys/fs/cgroup/memory limit_file=memory.limit_in_bytes
-elif grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
-	cgroot=/sys/fs/cgroup limit_file=memory.max
-	echo +memory >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
-else
-	echo "bench-bpf-mode.sh: skipped: no memory cgroup controller"; exit 0
-fi
+# shellcheck source=scripts/memcg.sh
+. "$(dirname "$0")/memcg.sh"
+memcg_root || { echo "bench-bpf-mode.sh: skipped: no memory cgroup controller"; exit 0; }
 daemon=
 cleanup() {
 	[ -z "$daemon" ] || { kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null || true; }

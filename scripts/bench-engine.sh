@@ -33,14 +33,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 if [ "$(id -u)" -ne 0 ]; then echo "bench-engine.sh: skipped: needs root (memory cgroups, drop_caches, BPF)"; exit 0; fi
 engine=$(realpath -m "$build/engine")
 if ! "$here/engine/install.sh" "$engine"; then echo "bench-engine.sh: skipped: no real engine (above)"; exit 0; fi
-if [ -d /sys/fs/cgroup/memory ]; then
-	cgroot=/sys/fs/cgroup/memory limit_file=memory.limit_in_bytes
-elif grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
-	cgroot=/sys/fs/cgroup limit_file=memory.max
-	echo +memory >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
-else
-	echo "bench-engine.sh: skipped: no memory cgroup controller"; exit 0
-fi
+# shellcheck source=scripts/memcg.sh
+. "$here/memcg.sh"
+memcg_root || { echo "bench-engine.sh: skipped: no memory cgroup controller"; exit 0; }
 mkdir -p "$out" "$engine/models"
 cg=$cgroot/llmcache-engine-$$
 sock=$out/llmcached.sock
@@ -52,10 +47,6 @@ cleanup() {
 trap cleanup EXIT
 mkdir "$cg"
 
-oom_kills() { # the cgroup's OOM kills so far
-	if [ -f "$cg/memory.events" ]; then awk '$1 == "oom_kill" { print $2 }' "$cg/memory.events"
-	else awk '$1 == "oom_kill" { print $2 }' "$cg/memory.oom_control" 2>/dev/null || echo 0; fi
-}
 median() { sort -g | awk '{ v[NR] = $1 } END { if (!NR) print 0; else print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 json_num() { grep -oE "\"$2\":[0-9.e+-]+" <<<"$1" | head -n 1 | cut -d: -f2; }
 
@@ -64,11 +55,11 @@ json_num() { grep -oE "\"$2\":[0-9.e+-]+" <<<"$1" | head -n 1 | cut -d: -f2; }
 engine_run() {
 	local before o rc=0
 	sync && echo 3 >/proc/sys/vm/drop_caches
-	before=$(oom_kills)
+	before=$(memcg_oom_kills "$cg")
 	o=$(sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$cg" \
 		env LLMCACHE_DISK_STAT="$disk_stat" node "$engine/generate.mjs" "$1" "$tokens" "$threads" \
 		2>"$out/engine.err") || rc=$?
-	if [ "$(oom_kills)" != "$before" ]; then echo killed
+	if [ "$(memcg_oom_kills "$cg")" != "$before" ]; then echo killed
 	elif grep -q InsufficientMemoryError "$out/engine.err"; then echo refused
 	elif [ $rc -ne 0 ] || [ -z "$o" ]; then echo "failed (rc $rc): $(tail -n 3 "$out/engine.err")" >&2; echo failed
 	else echo "$o"; fi

@@ -25,14 +25,9 @@ rc=0
 "$SRC/scripts/engine/install.sh" "$engine" || rc=$?
 if [ $rc -eq 3 ]; then echo "SKIP: no real engine (the line above says what to install)"; exit 77; fi
 [ $rc -eq 0 ] || { echo "FAIL: installing node-llama-cpp into $engine failed (rc $rc)"; exit 1; }
-if [ -d /sys/fs/cgroup/memory ]; then
-	cgroot=/sys/fs/cgroup/memory limit_file=memory.limit_in_bytes peak_file=memory.max_usage_in_bytes
-elif grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
-	cgroot=/sys/fs/cgroup limit_file=memory.max peak_file=memory.peak
-	echo +memory >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
-else
-	echo "SKIP: no memory cgroup controller"; exit 77
-fi
+# shellcheck source=scripts/memcg.sh
+. "$SRC/scripts/memcg.sh"
+memcg_root || { echo "SKIP: no memory cgroup controller"; exit 77; }
 tmp=$(mktemp -d "${LLMCACHE_SCRATCH:-/var/tmp}/test_engine.XXXXXX") # not tmpfs: its pages cannot be dropped
 cg=$cgroot/llmcache-test-engine-$$ sock=$tmp/llmcached.sock
 cleanup() {
@@ -54,10 +49,6 @@ model=$tmp/model.gguf
 "$BIN/llmworkload" gguf "$model" --embd 512 --ff 1408 --heads 8 --kv-heads 8 --size 64MiB >/dev/null
 model_bytes=$(stat -c %s "$model")
 tokens=160
-oom_kills() {
-	if [ -f "$cg/memory.events" ]; then awk '$1 == "oom_kill" { print $2 }' "$cg/memory.events"
-	else awk '$1 == "oom_kill" { print $2 }' "$cg/memory.oom_control"; fi
-}
 run() { # the engine in the cgroup from a cold cache: its JSON line
 	sync && echo 3 >/proc/sys/vm/drop_caches
 	sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$cg" \
@@ -85,7 +76,7 @@ check "without a limit and under it, the same tokens" test "$(tokens_of "$free_r
 "$BIN/llmcached" --config /dev/null --mode=bpf --socket "$sock" --pin-budget 1GiB --manage "$model" >"$tmp/llmcached.log" 2>&1 &
 daemon=$!
 for _ in $(seq 100); do "$BIN/llmcachectl" status --socket "$sock" >/dev/null 2>&1 && break; sleep 0.1; done
-oom_before=$(oom_kills)
+oom_before=$(memcg_oom_kills "$cg")
 ( while sleep 0.2; do
 	"$BIN/llmcachectl" status --socket "$sock" --json 2>/dev/null >>"$tmp/status.json" && echo >>"$tmp/status.json"
 	"$BIN/llmcachectl" loops --socket "$sock" --json 2>/dev/null >>"$tmp/loops.json" && echo >>"$tmp/loops.json"
@@ -94,7 +85,7 @@ sampler=$!
 with=$(run)
 kill $sampler; wait $sampler 2>/dev/null || true
 check "with llmcached, the same tokens as without" test "$(tokens_of "$with")" = "$(tokens_of "$stock")"
-check "no OOM kill in the engine's cgroup" test "$(oom_kills)" = "$oom_before"
+check "no OOM kill in the engine's cgroup" test "$(memcg_oom_kills "$cg")" = "$oom_before"
 pinned_max=$(grep -oE '"pinned":[0-9]+' "$tmp/status.json" | cut -d: -f2 | sort -n | tail -n 1)
 check "pins while the engine runs (at most ${pinned_max:-0} blocks)" test "${pinned_max:-0}" -gt 0
 over=$(grep -oE '"effective_budget":[0-9]+|"vm_locked":[0-9]+' "$tmp/status.json" | paste -d' ' - - |
