@@ -20,16 +20,35 @@ int KvStore::set_error(int e, std::string msg)
 
 uint64_t KvStore::page_bytes() const { return geo_.k_payload(opt_.page_tokens) + opt_.page_tokens * geo_.row_bytes(); }
 
+int KvStore::check_shape(const KvShape &shape, std::string &err)
+{
+	auto bad = [&](const char *field, uint32_t v, const std::string &range) {
+		err = "invalid model shape: " + std::string(field) + " " + std::to_string(v) + ": " + range;
+		return -EINVAL;
+	};
+	auto outside = [](uint32_t v, uint32_t hi) { return v == 0 || v > hi; };
+	auto between = [](uint32_t hi) { return "must be 1-" + std::to_string(hi); };
+	if (outside(shape.layers, MAX_LAYERS))
+		return bad("layers", shape.layers, between(MAX_LAYERS));
+	if (outside(shape.q_heads, CSD_MAX_Q_HEADS))
+		return bad("q_heads", shape.q_heads, between(CSD_MAX_Q_HEADS));
+	if (outside(shape.kv_heads, CSD_MAX_KV_HEADS))
+		return bad("kv_heads", shape.kv_heads, between(CSD_MAX_KV_HEADS));
+	if (shape.q_heads % shape.kv_heads)
+		return bad("q_heads", shape.q_heads, "must be a multiple of kv_heads (" + std::to_string(shape.kv_heads) + ")");
+	if (outside(shape.head_dim, CSD_MAX_HEAD_DIM))
+		return bad("head_dim", shape.head_dim, between(CSD_MAX_HEAD_DIM));
+	if (shape.dtype > CSD_BF16)
+		return bad("dtype", shape.dtype, "use 0 (fp32), 1 (fp16) or 2 (bf16)");
+	if (outside(shape.max_context, CSD_MAX_TOKENS))
+		return bad("max_context", shape.max_context, between(CSD_MAX_TOKENS));
+	return 0;
+}
+
 int KvStore::open(const KvShape &shape, const KvOptions &opt, std::unique_ptr<KvStore> &out, std::string &err)
 {
-	if (!shape.layers || !shape.q_heads || !shape.kv_heads || !shape.head_dim || !shape.max_context ||
-	    shape.kv_heads > CSD_MAX_KV_HEADS || shape.q_heads > CSD_MAX_Q_HEADS || shape.head_dim > CSD_MAX_HEAD_DIM ||
-	    shape.q_heads % shape.kv_heads || shape.dtype > CSD_BF16) {
-		err = "invalid model shape: layers, heads, head dim and max context must be positive, query heads a "
-		      "multiple of KV heads (at most " + std::to_string(CSD_MAX_Q_HEADS) + "), head dim at most " +
-		      std::to_string(CSD_MAX_HEAD_DIM) + ", dtype fp32, fp16 or bf16";
-		return -EINVAL;
-	}
+	if (int r = check_shape(shape, err))
+		return r;
 	if (!opt.page_tokens || !opt.score_block || opt.score_block > CSD_MAX_BLOCK) {
 		err = "invalid KV options: page tokens and score block size must be positive (score block at most " +
 		      std::to_string(CSD_MAX_BLOCK) + ")";

@@ -77,6 +77,10 @@ struct KvStats {
 class KvStore {
 public:
 	static int open(const KvShape &shape, const KvOptions &opt, std::unique_ptr<KvStore> &out, std::string &err);
+	// Checks a model shape field by field: 0, or -EINVAL with err naming the first field out of range
+	// and its range. The daemon calls it on OPEN before anything is sized from the shape.
+	static int check_shape(const KvShape &shape, std::string &err);
+	static constexpr uint32_t MAX_LAYERS = 4096; // each layer costs a page table, whatever its use
 	~KvStore();
 
 	// Appends the next token's K and V (kv_heads * head_dim elements of the dtype each) to a layer.

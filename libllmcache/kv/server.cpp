@@ -3,6 +3,8 @@
 
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
@@ -21,31 +23,63 @@ namespace llmcache::kv {
 
 static std::string errstr(int e) { return std::strerror(e < 0 ? -e : e); }
 
+namespace {
+
+// Keys of the epoll events that are not connections (connections count from 2).
+constexpr uint64_t KEY_STOP = 0, KEY_LISTEN = 1;
+
+// The KV device must take the writes of a spill: opened as the pool will open it (read-write, direct
+// I/O), so that a read-only, immutable or unsuitable device is refused at start-up, not at the first
+// spill. Returns 0 and its size, or -errno with err naming the device, the cause and the fix.
+int probe_device(const std::string &dev, uint64_t &size, std::string &err)
+{
+	const int fd = ::open(dev.c_str(), O_RDWR | O_DIRECT | O_CLOEXEC);
+	if (fd < 0) {
+		const int e = errno;
+		if (e == EISDIR)
+			err = "the KV device " + dev + " is a directory: kv-device takes a block device or a regular file";
+		else if (e == EACCES || e == EPERM || e == EROFS || e == ETXTBSY)
+			err = "the KV device " + dev + " is not writable (" + errstr(e) +
+			      "): llmcached spills the KV to it; make it writable by llmcached's user (chattr -i if it is "
+			      "immutable, a read-write mount) or choose another kv-device";
+		else if (e == EINVAL)
+			err = "the KV device " + dev + " does not support direct I/O (tmpfs?): put the file on ext4 or xfs, "
+			      "or use a block device";
+		else
+			err = "cannot open the KV device " + dev + ": " + errstr(e) +
+			      "; create it or fix kv-device in the configuration";
+		return -e;
+	}
+	struct stat st;
+	int r = 0;
+	size = 0;
+	if (fstat(fd, &st) < 0)
+		r = -errno, err = "cannot stat the KV device " + dev + ": " + errstr(errno);
+	else if (S_ISBLK(st.st_mode) && ioctl(fd, BLKGETSIZE64, &size) < 0)
+		r = -errno, err = "cannot read the size of the KV device " + dev + ": " + errstr(errno);
+	else if (S_ISREG(st.st_mode))
+		size = (uint64_t)st.st_size;
+	else if (!S_ISBLK(st.st_mode))
+		r = -ENODEV, err = "the KV device " + dev + " is neither a block device nor a regular file";
+	close(fd);
+	return r;
+}
+
+} // namespace
+
 int Server::open(const ServerConfig &cfg, std::unique_ptr<Server> &out, std::string &err)
 {
 	std::unique_ptr<Server> s(new Server());
 	s->cfg_ = cfg;
 	uint64_t regions = cfg.max_sessions;
+	if (cfg.session_device_bytes < 2 * SLAB_ALIGN || cfg.session_device_bytes % SLAB_ALIGN) {
+		err = "kv-session-device-bytes must be a multiple of 4096 and at least 8192";
+		return -EINVAL;
+	}
 	if (!cfg.kv.device.empty()) {
-		const int fd = ::open(cfg.kv.device.c_str(), O_RDONLY | O_CLOEXEC);
-		struct stat st;
 		uint64_t size = 0;
-		if (fd < 0 || fstat(fd, &st) < 0) {
-			err = "cannot open the KV device " + cfg.kv.device + ": " + errstr(errno) +
-			      "; create it or fix kv-device in the configuration";
-			if (fd >= 0)
-				close(fd);
-			return -ENOENT;
-		}
-		if (S_ISBLK(st.st_mode))
-			ioctl(fd, BLKGETSIZE64, &size);
-		else
-			size = st.st_size;
-		close(fd);
-		if (cfg.session_device_bytes < 2 * SLAB_ALIGN || cfg.session_device_bytes % SLAB_ALIGN) {
-			err = "kv-session-device-bytes must be a multiple of 4096 and at least 8192";
-			return -EINVAL;
-		}
+		if (int r = probe_device(cfg.kv.device, size, err))
+			return r;
 		regions = std::min<uint64_t>(regions, size / cfg.session_device_bytes);
 		if (regions == 0) {
 			err = "the KV device " + cfg.kv.device + " (" + std::to_string(size) +
@@ -54,14 +88,30 @@ int Server::open(const ServerConfig &cfg, std::unique_ptr<Server> &out, std::str
 			return -ENOSPC;
 		}
 	}
+	s->regions_ = (uint32_t)regions;
 	for (int r = (int)regions; r-- > 0;)
 		s->free_regions_.push_back(r);
+	// Every connection is a descriptor: make room for the most the limits allow.
+	rlimit nofile;
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < cfg.max_conns() + 64ull) {
+		nofile.rlim_cur = std::min<rlim_t>(nofile.rlim_max, cfg.max_conns() + 64ull);
+		setrlimit(RLIMIT_NOFILE, &nofile);
+	}
 
 	sockaddr_un addr{};
 	addr.sun_family = AF_UNIX;
 	if (cfg.socket_path.size() >= sizeof(addr.sun_path))
 		return err = "socket path " + cfg.socket_path + " is too long", -ENAMETOOLONG;
 	std::strcpy(addr.sun_path, cfg.socket_path.c_str());
+	// Only a socket is ever replaced: a file of another kind at the path is somebody's data.
+	struct stat st;
+	auto not_a_socket = [&] {
+		err = cfg.socket_path + " exists and is not a socket: llmcached replaces only a socket a stopped "
+					"daemon left; remove it yourself or choose another --socket";
+		return -EEXIST;
+	};
+	if (lstat(cfg.socket_path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode))
+		return not_a_socket();
 	s->listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (s->listen_fd_ < 0)
 		return err = "cannot create a Unix socket: " + errstr(errno), -errno;
@@ -73,6 +123,8 @@ int Server::open(const ServerConfig &cfg, std::unique_ptr<Server> &out, std::str
 		close(probe);
 		if (alive)
 			return err = "another llmcached is listening on " + cfg.socket_path + ": stop it first", -EADDRINUSE;
+		if (lstat(cfg.socket_path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode))
+			return not_a_socket();
 		unlink(cfg.socket_path.c_str());
 		b = bind(s->listen_fd_, (sockaddr *)&addr, sizeof(addr));
 	}
@@ -90,9 +142,10 @@ int Server::open(const ServerConfig &cfg, std::unique_ptr<Server> &out, std::str
 	s->stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->epoll_fd_ < 0 || s->stop_fd_ < 0)
 		return err = "cannot create the event loop: " + errstr(errno), -errno;
-	for (int fd : {s->listen_fd_, s->stop_fd_}) {
-		epoll_event ev{EPOLLIN, {.fd = fd}};
-		epoll_ctl(s->epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+	for (auto [fd, key] : {std::pair{s->listen_fd_, KEY_LISTEN}, {s->stop_fd_, KEY_STOP}, {cfg.stop_fd, KEY_STOP}}) {
+		epoll_event ev{EPOLLIN, {.u64 = key}};
+		if (fd >= 0 && epoll_ctl(s->epoll_fd_, EPOLL_CTL_ADD, fd, &ev) < 0)
+			return err = "cannot create the event loop: " + errstr(errno), -errno;
 	}
 	out = std::move(s);
 	return 0;
@@ -104,7 +157,7 @@ Server::~Server()
 		free_session(sessions_.size() - 1);
 	push_stats(); // the last word: no sessions, the counters of all
 
-	for (const Conn &c : conns_)
+	for (const auto &[id, c] : conns_)
 		close(c.fd);
 	for (int fd : {listen_fd_, epoll_fd_, stop_fd_})
 		if (fd >= 0)
@@ -135,11 +188,16 @@ void Server::push_stats()
 		log(err);
 }
 
+static int ms_until(std::chrono::steady_clock::time_point t)
+{
+	const auto d = std::chrono::ceil<std::chrono::milliseconds>(t - std::chrono::steady_clock::now()).count();
+	return (int)std::clamp<long long>(d, 0, 1 << 30);
+}
+
 int Server::run()
 {
 	epoll_event evs[32];
 	// With the kernel module loaded, the statistics go to /sys/kernel/llmcache/kv/ about once a second.
-	using Clock = std::chrono::steady_clock;
 	if (feed_.open())
 		push_stats();
 	auto pushed = Clock::now();
@@ -148,35 +206,92 @@ int Server::run()
 			push_stats();
 			pushed = Clock::now();
 		}
-		const int n = epoll_wait(epoll_fd_, evs, 32, feed_.active() ? 1000 : -1);
+		int timeout = feed_.active() ? 1000 : -1;
+		auto sooner = [&](int ms) { timeout = timeout < 0 ? ms : std::min(timeout, ms); };
+		if (const int next = expire_clients(); next >= 0)
+			sooner(next);
+		if (listen_paused_until_ != Clock::time_point{}) {
+			if (Clock::now() >= listen_paused_until_) {
+				epoll_event ev{EPOLLIN, {.u64 = KEY_LISTEN}};
+				epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &ev);
+				listen_paused_until_ = {};
+			} else {
+				sooner(ms_until(listen_paused_until_));
+			}
+		}
+		const int n = epoll_wait(epoll_fd_, evs, 32, timeout);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			return -errno;
 		for (int i = 0; i < n; i++) {
-			const int fd = evs[i].data.fd;
-			if (fd == stop_fd_)
+			const uint64_t key = evs[i].data.u64;
+			const uint32_t e = evs[i].events;
+			if (key == KEY_STOP)
 				return 0;
-			if (fd == listen_fd_) {
+			if (key == KEY_LISTEN) {
 				accept_one();
 				continue;
 			}
-			auto it = std::find_if(conns_.begin(), conns_.end(), [&](const Conn &c) { return c.fd == fd; });
-			if (it == conns_.end())
+			auto it = conns_.find(key);
+			if (it == conns_.end()) // dropped earlier in this batch
 				continue;
-			if (evs[i].events & (EPOLLHUP | EPOLLERR) && !(evs[i].events & EPOLLIN))
-				drop_conn(fd);
-			else
-				serve(*it);
+			if (e & EPOLLOUT) {
+				flush(it->second);
+				if ((it = conns_.find(key)) == conns_.end())
+					continue;
+			}
+			if ((e & EPOLLIN) && it->second.out.empty())
+				serve(it->second);
+			else if ((e & (EPOLLHUP | EPOLLERR)) && !(e & EPOLLOUT))
+				drop_conn(key);
 		}
 	}
 }
 
+int Server::expire_clients()
+{
+	const auto limit = std::chrono::milliseconds(cfg_.client_timeout_ms);
+	const auto now = Clock::now();
+	int next = -1;
+	std::vector<uint64_t> late;
+	for (const auto &[id, c] : conns_) {
+		if (c.out.empty())
+			continue;
+		if (now - c.blocked_since >= limit) {
+			late.push_back(id);
+			continue;
+		}
+		const int ms = ms_until(c.blocked_since + limit);
+		next = next < 0 ? ms : std::min(next, ms);
+	}
+	for (uint64_t id : late)
+		drop_conn(id, "it has not read its replies for " + std::to_string(cfg_.client_timeout_ms) +
+				      " ms (kv-client-timeout)");
+	return next;
+}
+
 void Server::accept_one()
 {
-	const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-	if (fd < 0)
+	const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	const auto now = Clock::now();
+	// Refusals are logged at most once a second: a client must not flood the log either.
+	auto refuse = [&](const std::string &why) {
+		if (now - refusal_logged_ >= std::chrono::seconds(1)) {
+			log(why);
+			refusal_logged_ = now;
+		}
+	};
+	if (fd < 0) {
+		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+			// The pending connection stays readable: without a pause the loop would spin on it.
+			refuse("cannot accept a client: " + errstr(errno) + "; new connections wait 100 ms");
+			epoll_event ev{0, {.u64 = KEY_LISTEN}};
+			epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &ev);
+			listen_paused_until_ = now + std::chrono::milliseconds(100);
+		}
 		return;
+	}
 	ucred cred{};
 	socklen_t len = sizeof(cred);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
@@ -184,9 +299,54 @@ void Server::accept_one()
 		close(fd);
 		return;
 	}
-	conns_.push_back({fd, cred.uid, cred.pid});
-	epoll_event ev{EPOLLIN, {.fd = fd}};
+	const size_t of_uid = (size_t)std::count_if(conns_.begin(), conns_.end(),
+						    [&](const auto &kv) { return kv.second.uid == cred.uid; });
+	if (conns_.size() >= cfg_.max_conns() || (cred.uid != 0 && of_uid >= cfg_.max_conns_per_uid())) {
+		refuse("refused a connection of uid " + std::to_string(cred.uid) + " pid " + std::to_string(cred.pid) + ": " +
+		       (conns_.size() >= cfg_.max_conns()
+				? "llmcached holds its maximum of " + std::to_string(cfg_.max_conns()) + " connections"
+				: "the uid holds its maximum of " + std::to_string(cfg_.max_conns_per_uid()) +
+					  " connections (kv-max-sessions-per-uid + 8)"));
+		close(fd);
+		return;
+	}
+	const uint64_t id = next_conn_++;
+	conns_.emplace(id, Conn{id, fd, cred.uid, cred.pid, {}, {}});
+	epoll_event ev{EPOLLIN, {.u64 = id}};
 	epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+}
+
+void Server::watch(const Conn &c)
+{
+	epoll_event ev{c.out.empty() ? (uint32_t)EPOLLIN : (uint32_t)EPOLLOUT, {.u64 = c.id}};
+	epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
+}
+
+void Server::send_reply(Conn &c, std::string packet)
+{
+	if (c.out.empty()) {
+		if (send(c.fd, packet.data(), packet.size(), MSG_DONTWAIT | MSG_NOSIGNAL) >= 0)
+			return;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return drop_conn(c.id);
+		c.blocked_since = Clock::now();
+	}
+	c.out.push_back(std::move(packet));
+	watch(c);
+}
+
+void Server::flush(Conn &c)
+{
+	while (!c.out.empty()) {
+		if (send(c.fd, c.out.front().data(), c.out.front().size(), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				drop_conn(c.id);
+			return;
+		}
+		c.out.pop_front();
+		c.blocked_since = Clock::now();
+	}
+	watch(c);
 }
 
 void Server::free_session(size_t i)
@@ -202,17 +362,23 @@ void Server::free_session(size_t i)
 	sessions_.erase(sessions_.begin() + (long)i);
 }
 
-void Server::drop_conn(int fd)
+void Server::drop_conn(uint64_t id, const std::string &why)
 {
+	auto it = conns_.find(id);
+	if (it == conns_.end())
+		return;
+	const Conn &c = it->second;
+	if (!why.empty())
+		log("dropped the connection of uid " + std::to_string(c.uid) + " pid " + std::to_string(c.pid) + ": " + why);
 	for (size_t i = sessions_.size(); i-- > 0;)
-		if (sessions_[i]->conn == fd)
+		if (sessions_[i]->conn == id)
 			free_session(i);
-	epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
-	close(fd);
-	std::erase_if(conns_, [&](const Conn &c) { return c.fd == fd; });
+	epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
+	close(c.fd);
+	conns_.erase(it);
 }
 
-Server::Session *Server::find(int conn, uint64_t id)
+Server::Session *Server::find(uint64_t conn, uint64_t id)
 {
 	for (auto &s : sessions_)
 		if (s->id == id && s->conn == conn)
@@ -231,20 +397,38 @@ void Server::serve(Conn &c)
 	m.msg_control = ctrl;
 	m.msg_controllen = sizeof(ctrl);
 	const ssize_t n = recvmsg(c.fd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-	if (n <= 0) {
-		if (n == 0 || (errno != EAGAIN && errno != EINTR))
-			drop_conn(c.fd);
+	if (n < 0) {
+		if (errno != EAGAIN && errno != EINTR)
+			drop_conn(c.id);
 		return;
+	}
+	if (n == 0) {
+		// On SOCK_SEQPACKET both an empty packet and the end of the stream read as 0 bytes: the end
+		// only if the peer has shut down. An empty packet is a malformed message like any other.
+		pollfd p{c.fd, POLLIN | POLLRDHUP, 0};
+		if (poll(&p, 1, 0) < 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+			return drop_conn(c.id);
 	}
 	int fd = -1;
 	for (cmsghdr *cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm))
 		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(sizeof(int)))
 			std::memcpy(&fd, CMSG_DATA(cm), sizeof(int));
 	proto::Reply r{};
-	std::string text = (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
-				   ? (r.status = -EBADMSG, "malformed message: longer than " + std::to_string(sizeof(buf)) +
-								   " bytes or with more than one file descriptor")
-				   : handle(c, buf, (size_t)n, fd, r);
+	std::string text;
+	if (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+		r.status = -EBADMSG;
+		text = "malformed message: longer than " + std::to_string(sizeof(buf)) +
+		       " bytes or with more than one file descriptor";
+	} else {
+		// No request may take the daemon down: a failed allocation fails the request alone.
+		try {
+			text = handle(c, buf, (size_t)n, fd, r);
+		} catch (const std::bad_alloc &) {
+			r = {}, r.status = -ENOMEM, text = "llmcached is out of memory for this request";
+		} catch (const std::exception &e) {
+			r = {}, r.status = -EIO, text = std::string("llmcached failed this request: ") + e.what();
+		}
+	}
 	if (fd >= 0)
 		close(fd); // the session keeps its own mapping
 	proto::Header h{proto::MAGIC, proto::VERSION, proto::REPLY, 0, 0};
@@ -252,12 +436,11 @@ void Server::serve(Conn &c)
 		std::memcpy(&h.seq, buf + 12, 4);
 	r.text_len = (uint32_t)text.size();
 	h.length = (uint32_t)(sizeof(r) + text.size());
-	iovec out[3] = {{&h, sizeof(h)}, {&r, sizeof(r)}, {text.data(), text.size()}};
-	msghdr om{};
-	om.msg_iov = out;
-	om.msg_iovlen = 3;
-	if (sendmsg(c.fd, &om, MSG_NOSIGNAL) < 0)
-		drop_conn(c.fd);
+	std::string packet(sizeof(h) + sizeof(r) + text.size(), '\0');
+	std::memcpy(packet.data(), &h, sizeof(h));
+	std::memcpy(packet.data() + sizeof(h), &r, sizeof(r));
+	std::memcpy(packet.data() + sizeof(h) + sizeof(r), text.data(), text.size());
+	send_reply(c, std::move(packet));
 }
 
 std::string Server::handle(Conn &c, const uint8_t *buf, size_t len, int fd, proto::Reply &r)
@@ -282,10 +465,12 @@ std::string Server::handle(Conn &c, const uint8_t *buf, size_t len, int fd, prot
 								"page-cache policy");
 	proto::SessionRef ref;
 	std::memcpy(&ref, p, sizeof(ref)); // every other payload starts with the session id
-	Session *s = find(c.fd, ref.session);
+	Session *s = find(c.id, ref.session);
 	if (!s)
 		return r.status = -ENOENT, "no session " + std::to_string(ref.session) + " on this connection";
 	r.session = s->id;
+	if (!s->kv && h.type != proto::CLOSE && h.type != proto::DROP)
+		return r.status = -EIO, "session " + std::to_string(s->id) + " lost its store when a DROP failed: drop or close it";
 	const uint64_t row = s->kv->row_bytes();
 	switch (h.type) {
 	case proto::APPEND: {
@@ -362,34 +547,58 @@ int Server::open_store(Session &s, std::string &err)
 std::string Server::open_session(Conn &c, const proto::Open &o, int memfd, proto::Reply &r)
 {
 	auto s = std::make_unique<Session>();
-	s->conn = c.fd;
+	s->conn = c.id;
 	s->uid = c.uid;
 	s->pid = c.pid;
 	s->shape = o;
 	const uint32_t kept = cfg_.kv.sink_tokens + cfg_.kv.recent_tokens;
 	if (memfd < 0)
 		return r.status = -EBADMSG, "OPEN must carry the session's memfd";
-	if (!proto::ShmLayout::of(o, s->layout) || o.append_batch == 0 || o.max_budget < kept ||
-	    o.max_budget > o.max_context)
-		return r.status = -EINVAL, "session shape rejected: append batch must be positive, max budget between " +
-						   std::to_string(kept) + " (sink + recent tokens) and max context, shared "
-									  "memory under 1 TiB";
+	// The shape first, field by field: everything else is sized from it.
+	std::string err;
+	if ((r.status = KvStore::check_shape({o.layers, o.q_heads, o.kv_heads, o.head_dim, o.dtype, o.max_context}, err)))
+		return err;
+	if (o.append_batch == 0 || o.append_batch > o.max_context)
+		return r.status = -EINVAL, "invalid session shape: append_batch " + std::to_string(o.append_batch) +
+						   ": must be 1-max_context (" + std::to_string(o.max_context) + ")";
+	if (o.max_budget < kept || o.max_budget > o.max_context)
+		return r.status = -EINVAL, "invalid session shape: max_budget " + std::to_string(o.max_budget) +
+						   ": must be between this daemon's kv-sink-tokens + kv-recent-tokens (" +
+						   std::to_string(kept) + ") and max_context (" + std::to_string(o.max_context) + ")";
+	if (!proto::ShmLayout::of(o, s->layout))
+		return r.status = -EINVAL, "invalid session shape: its shared memory would exceed 1 TiB";
 	struct stat st;
 	const int seals = fcntl(memfd, F_GET_SEALS);
 	if (fstat(memfd, &st) < 0 || (uint64_t)st.st_size < s->layout.size || seals < 0 || !(seals & F_SEAL_SHRINK))
 		return r.status = -EINVAL, "the session memfd must be at least " + std::to_string(s->layout.size) +
 						   " bytes and sealed against shrinking (F_SEAL_SHRINK)";
-	if (sessions_.size() >= cfg_.max_sessions || free_regions_.empty())
-		return r.status = -EBUSY, "llmcached serves its maximum of " + std::to_string(sessions_.size()) +
+	const size_t of_uid = (size_t)std::count_if(sessions_.begin(), sessions_.end(), [&](const auto &x) { return x->uid == c.uid; });
+	if (sessions_.size() >= cfg_.max_sessions)
+		return r.status = -EBUSY, "llmcached serves its maximum of " + std::to_string(cfg_.max_sessions) +
 						  " sessions: close one or raise kv-max-sessions";
+	if (c.uid != 0 && of_uid >= cfg_.max_sessions_per_uid)
+		return r.status = -EBUSY, "uid " + std::to_string(c.uid) + " holds its maximum of " +
+						  std::to_string(cfg_.max_sessions_per_uid) +
+						  " sessions: close one, or raise kv-max-sessions-per-uid";
+	if (free_regions_.empty())
+		return r.status = -ENOSPC, "the KV device " + cfg_.kv.device + " holds " + std::to_string(regions_) +
+						   " session regions of " + std::to_string(cfg_.session_device_bytes) +
+						   " bytes and all are in use: close a session, lower kv-session-device-bytes "
+						   "or use a larger device";
 	void *m = mmap(nullptr, s->layout.size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	if (m == MAP_FAILED)
 		return r.status = -errno, "cannot map the session memfd: " + errstr(errno);
 	s->shm = static_cast<uint8_t *>(m);
 	s->region = free_regions_.back();
 	free_regions_.pop_back();
-	std::string err;
-	if ((r.status = open_store(*s, err))) {
+	try {
+		r.status = open_store(*s, err);
+	} catch (...) {
+		munmap(s->shm, s->layout.size);
+		free_regions_.push_back(s->region);
+		throw;
+	}
+	if (r.status) {
 		munmap(s->shm, s->layout.size);
 		free_regions_.push_back(s->region);
 		return err;
@@ -407,7 +616,7 @@ std::string Server::status(const Conn &c) const
 {
 	std::string out;
 	for (const auto &s : sessions_) {
-		if (c.uid != 0 && s->uid != c.uid)
+		if ((c.uid != 0 && s->uid != c.uid) || !s->kv)
 			continue;
 		const KvStats st = s->kv->stats();
 		out += "session " + std::to_string(s->id) + " uid " + std::to_string(s->uid) + " pid " + std::to_string(s->pid) +
