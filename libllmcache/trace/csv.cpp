@@ -3,8 +3,13 @@
 // then one access per line. op is read, write or mmap_fault; path is empty when unknown and quoted
 // ("" for a quote) when it holds a comma, a quote or a line break. The writer repeats the path on
 // every line of a named file so that each line stands alone; the reader also takes the 7-column form.
+// The trace's flags, which have no column, follow the last row as a comment line
+// "# flags: MMAP_UNSEEN,WRITES_UNSEEN"; the reader skips other lines that start with '#'. A path is at
+// most 4096 bytes (PATH_MAX) and a line at most max_line: a quote that never closes is an error at its
+// line, not a path that grows over the rest of the file.
 #include <charconv>
 #include <cstdio>
+#include <exception>
 #include <limits>
 
 #include "io_internal.hpp"
@@ -15,16 +20,25 @@ namespace {
 constexpr std::string_view header7 = "time_ns,pid,dev,inode,first_block,nr_blocks,op";
 constexpr std::string_view header8 = "time_ns,pid,dev,inode,first_block,nr_blocks,op,path";
 constexpr const char *columns[] = {"time_ns", "pid", "dev", "inode", "first_block", "nr_blocks", "op", "path"};
+constexpr std::string_view flags_prefix = "# flags:";
+constexpr size_t max_path = 4096;
+
+struct FlagName {
+	uint32_t flag;
+	std::string_view name;
+};
+constexpr FlagName flag_names[] = {
+	{LLMCACHE_TRACE_F_MMAP_UNSEEN, "MMAP_UNSEEN"},
+	{LLMCACHE_TRACE_F_WRITES_UNSEEN, "WRITES_UNSEEN"},
+};
 
 class CsvReader final : public Reader {
 public:
 	explicit CsvReader(std::unique_ptr<Input> in) : in_(std::move(in))
 	{
 		std::string_view line;
-		bool terminated;
-		if (!in_->next_line(line, terminated))
+		if (!next_line(line))
 			fail(1, "empty file: expected the CSV header '" + std::string(header8) + "'");
-		line_no_ = 1;
 		if (line.ends_with('\r'))
 			line.remove_suffix(1);
 		if (line != header8 && line != header7)
@@ -34,14 +48,14 @@ public:
 	bool next(llmcache_access &out) override
 	{
 		std::string_view line;
-		bool terminated;
 		for (;;) {
-			if (!in_->next_line(line, terminated))
+			if (!next_line(line))
 				return false;
-			line_no_++;
 			if (line.ends_with('\r'))
 				line.remove_suffix(1);
-			if (!line.empty())
+			if (line.starts_with('#'))
+				read_comment(line);
+			else if (!line.empty())
 				break;
 		}
 		uint64_t row_line = line_no_;
@@ -71,15 +85,60 @@ public:
 			out.op = LLMCACHE_OP_MMAP_FAULT;
 		else
 			fail(row_line, "column 7 (op): expected read, write or mmap_fault, found '" + std::string(f[6]) + "'");
+		if (std::string why = record_claim_error(out); !why.empty())
+			fail(row_line, why);
+		row_line_ = row_line;
 		if (pos <= line.size())
 			read_path(line.substr(pos), out, row_line);
 		return true;
 	}
 
 	const PathMap &paths() const override { return paths_; }
+	uint32_t flags() const override { return flags_; }
+	Position position() const override { return {"line", row_line_}; }
 
 private:
 	[[noreturn]] void fail(uint64_t line, const std::string &what) { throw TraceError(in_->name(), "line", line, what); }
+
+	bool next_line(std::string_view &line)
+	{
+		bool terminated;
+		try {
+			if (!in_->next_line(line, terminated))
+				return false;
+		} catch (const LineTooLong &e) {
+			fail(line_no_ + 1, "line longer than " + std::to_string(max_line) + " bytes (from byte offset " +
+						   std::to_string(e.offset) + "): a CSV trace has short lines; is this a CSV file?");
+		}
+		line_no_++;
+		return true;
+	}
+
+	// "# flags: A,B" sets the trace's flags; other comments are skipped.
+	void read_comment(std::string_view line)
+	{
+		if (!line.starts_with(flags_prefix))
+			return;
+		std::string_view list = line.substr(flags_prefix.size());
+		while (!list.empty()) {
+			size_t comma = list.find(',');
+			std::string_view name = list.substr(0, comma);
+			while (name.starts_with(' '))
+				name.remove_prefix(1);
+			while (name.ends_with(' '))
+				name.remove_suffix(1);
+			bool known = name.empty();
+			for (const auto &f : flag_names)
+				if (f.name == name) {
+					flags_ |= f.flag;
+					known = true;
+				}
+			if (!known)
+				fail(line_no_, "unknown flag '" + std::string(name.substr(0, 40)) +
+						       "': expected MMAP_UNSEEN or WRITES_UNSEEN");
+			list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+		}
+	}
 
 	template <typename T> T number(std::string_view s, int col, uint64_t line)
 	{
@@ -107,10 +166,11 @@ private:
 				if (q == std::string_view::npos) {
 					path_.append(s.substr(i));
 					path_.push_back('\n');
-					bool terminated;
-					if (!in_->next_line(s, terminated))
+					if (path_.size() > max_path)
+						fail(row_line, "column 8 (path): a quoted path longer than 4096 bytes: expected a "
+							       "closing quote (\"\") within 4096 bytes");
+					if (!next_line(s))
 						fail(row_line, "column 8 (path): expected a closing quote before the end of the file");
-					line_no_++;
 					i = 0;
 					continue;
 				}
@@ -125,6 +185,9 @@ private:
 				break;
 			}
 		}
+		if (path_.size() > max_path)
+			fail(row_line, "column 8 (path): a path of " + std::to_string(path_.size()) +
+					       " bytes; paths are at most 4096 bytes");
 		if (path_.empty())
 			return;
 		FileKey key{a.dev, a.inode};
@@ -136,7 +199,8 @@ private:
 	}
 
 	std::unique_ptr<Input> in_;
-	uint64_t line_no_ = 0;
+	uint64_t line_no_ = 0, row_line_ = 0;
+	uint32_t flags_ = 0;
 	PathMap paths_;
 	std::string path_, last_path_;
 	FileKey last_key_{~0u, ~0ULL};
@@ -152,6 +216,8 @@ public:
 
 	~CsvWriter() override
 	{
+		if (std::uncaught_exceptions() > unwinding_)
+			return; // out_ removes the temporary file
 		try {
 			close();
 		} catch (const std::exception &e) {
@@ -195,11 +261,20 @@ public:
 			quoted_[i] = quote(path);
 	}
 
+	void set_flags(uint32_t flags) override { flags_ = flags; }
+
 	void close() override
 	{
 		if (closed_)
 			return;
 		closed_ = true;
+		if (flags_) {
+			std::string line(flags_prefix);
+			for (const auto &f : flag_names)
+				if (flags_ & f.flag)
+					line += (line.size() == flags_prefix.size() ? " " : ",") + std::string(f.name);
+			out_.write(line + "\n");
+		}
 		out_.close();
 	}
 
@@ -221,7 +296,9 @@ private:
 	Output out_;
 	FileIndex files_;
 	std::vector<std::string> quoted_;
+	uint32_t flags_ = 0;
 	bool closed_ = false;
+	int unwinding_ = std::uncaught_exceptions(); // exceptions in flight when made: more at destruction is an error
 };
 
 } // namespace

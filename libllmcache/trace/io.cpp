@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: MIT
-// Buffered streaming input and output for the trace formats: read(2)/write(2) on 1 MiB buffers.
+// Buffered streaming input and output for the trace formats: read(2)/write(2) on 1 MiB buffers; output
+// to a regular file goes to a temporary file beside it that close() renames into place.
 #include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <system_error>
@@ -70,6 +74,8 @@ bool Input::next_line(std::string_view &line, bool &terminated)
 	for (;;) {
 		const char *p = data();
 		const char *nl = static_cast<const char *>(std::memchr(p + scanned, '\n', avail() - scanned));
+		if (nl && size_t(nl - p) > max_line)
+			throw LineTooLong{offset()};
 		if (nl) {
 			line = std::string_view(p, size_t(nl - p));
 			terminated = true;
@@ -77,6 +83,8 @@ bool Input::next_line(std::string_view &line, bool &terminated)
 			return true;
 		}
 		scanned = avail();
+		if (scanned > max_line)
+			throw LineTooLong{offset()};
 		if (eof_) {
 			if (scanned == 0)
 				return false;
@@ -96,19 +104,56 @@ Output::Output(const std::string &path)
 		name_ = "<stdout>";
 		return;
 	}
-	fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd_ < 0)
-		throw_errno("create", path);
-	owned_ = true;
 	name_ = path;
+	struct stat st;
+	bool exists = ::stat(path.c_str(), &st) == 0;
+	if (exists && S_ISDIR(st.st_mode)) {
+		errno = EISDIR;
+		throw_errno("write", path);
+	}
+	if (exists && !S_ISREG(st.st_mode)) {
+		fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+		if (fd_ < 0)
+			throw_errno("open", path);
+		owned_ = true;
+		return;
+	}
+	// Rename over what a symbolic link points to, not over the link.
+	final_path_ = path;
+	if (exists) {
+		if (char *real = realpath(path.c_str(), nullptr)) {
+			final_path_ = real;
+			std::free(real);
+		}
+	}
+	std::string tmpl = final_path_ + ".tmp-XXXXXX";
+	fd_ = mkostemp(tmpl.data(), O_CLOEXEC);
+	if (fd_ < 0)
+		throw_errno("create a temporary file beside", path);
+	owned_ = true;
+	tmp_path_ = tmpl;
+	// mkostemp makes 0600; a replaced file keeps its mode, a new one gets 0666 less the umask.
+	mode_t mode = exists ? st.st_mode & 07777 : 0666;
+	if (!exists) {
+		mode_t mask = umask(0);
+		umask(mask);
+		mode &= ~mask;
+	}
+	fchmod(fd_, mode);
 }
 
 Output::Output(int fd, std::string name, bool owned) : name_(std::move(name)), fd_(fd), owned_(owned) {}
 
-Output::~Output()
+Output::~Output() { discard(); }
+
+void Output::discard()
 {
 	if (owned_ && fd_ >= 0)
 		::close(fd_);
+	fd_ = -1;
+	if (!tmp_path_.empty())
+		::unlink(tmp_path_.c_str());
+	tmp_path_.clear();
 }
 
 void Output::write_all(const void *p, size_t n)
@@ -159,12 +204,29 @@ void Output::close()
 {
 	if (fd_ < 0)
 		return;
-	flush();
-	if (owned_ && ::close(fd_) < 0) {
-		fd_ = -1;
-		throw_errno("close", name_);
+	try {
+		flush();
+	} catch (...) {
+		discard();
+		throw;
 	}
+	int fd = fd_;
 	fd_ = -1;
+	if (owned_ && ::close(fd) < 0) {
+		int e = errno;
+		discard();
+		errno = e;
+		throw_errno("write", name_);
+	}
+	if (tmp_path_.empty())
+		return;
+	if (::rename(tmp_path_.c_str(), final_path_.c_str()) < 0) {
+		int e = errno;
+		discard();
+		errno = e;
+		throw_errno("rename a temporary file to", name_);
+	}
+	tmp_path_.clear();
 }
 
 } // namespace llmcache::trace::detail

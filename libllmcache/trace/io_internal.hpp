@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Private to libllmcache/trace: buffered streaming input and output (1 MiB buffers, plain read(2) and
-// write(2)), dense indexes of files, and the constructors of each format's reader and writer.
+// write(2)), dense indexes of files, the limits every reader holds records to, and the constructors of
+// each format's reader and writer.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,32 @@
 namespace llmcache::trace::detail {
 
 constexpr size_t io_buffer_size = size_t(1) << 20;
+
+// The longest line a text format may have: strace prints at most its -s limit of each buffer (32 bytes
+// by default), so real lines stay far below this; a file without newlines (/dev/zero, a binary file read
+// as text) is refused here instead of growing a buffer until memory runs out.
+constexpr size_t max_line = size_t(1) << 20;
+
+// What one access record may claim. nr_blocks: 2^20 blocks (4 GiB), the most llmtrace record joins into
+// one record (--join-blocks) and more than one read(2) moves (Linux's MAX_RW_COUNT is just under 2 GiB).
+// The last block: below 2^51, since no Linux file is larger than 2^63 bytes (MAX_LFS_FILESIZE); this also
+// keeps first_block + nr_blocks and the byte offset first_block << 12 from wrapping.
+constexpr uint32_t max_record_blocks = uint32_t(1) << 20;
+constexpr uint64_t max_block_end = uint64_t(1) << (63 - LLMCACHE_BLOCK_SHIFT);
+
+// Why an access record claims more than a trace may (limits above, op, nr_blocks 0), or "" when it is
+// sound. Every reader checks every record it returns and reports the record's offset or line.
+std::string record_claim_error(const llmcache_access &a);
+
+// Whether an oracleGeneral record's next_access_vtime fits the file: "never" (-1, INT64_MAX), or after
+// the record's own index and not past the number of records (unknown for a pipe: UINT64_MAX).
+bool oracle_next_ok(int64_t next, uint64_t index, uint64_t records);
+
+// Thrown by Input::next_line for a line longer than max_line; the text readers turn it into a
+// TraceError that names the line.
+struct LineTooLong {
+	uint64_t offset; // where the line starts
+};
 
 // Reads a file (or stdin for "-") through a buffer that only ever holds a window of it.
 class Input {
@@ -38,7 +65,7 @@ public:
 	// Size of a regular file, or -1 for pipes and terminals.
 	int64_t regular_size() const { return regular_size_; }
 	// The next line without its '\n'; false at the end. *terminated is false when the file ended
-	// before the line's newline. The view lives until the next call.
+	// before the line's newline. The view lives until the next call. Throws LineTooLong past max_line.
 	bool next_line(std::string_view &line, bool &terminated);
 
 private:
@@ -54,11 +81,15 @@ private:
 	uint64_t base_ = 0;
 };
 
-// Writes a file (or stdout for "-") through a buffer.
+// Writes a file (or stdout for "-") through a buffer. A regular file is written under a temporary name
+// in its directory and renamed over the path by close(), so that nobody ever reads half a trace and a
+// run that fails leaves whatever was at the path untouched: destroying an Output that was not closed
+// removes the temporary file. A path that exists and is not a regular file (/dev/null, a FIFO, a
+// terminal) is written in place, since renaming over it would replace the device node.
 class Output {
 public:
 	Output() = default;
-	// Creates or truncates path (mode 0644); throws std::system_error.
+	// Throws std::system_error (a directory, no permission to create the temporary file).
 	explicit Output(const std::string &path);
 	// Adopts an open descriptor; name is for messages.
 	Output(int fd, std::string name, bool owned);
@@ -82,7 +113,11 @@ public:
 	// Writes at an absolute offset without moving the stream (after flush()); throws std::system_error.
 	void pwrite_at(uint64_t off, const void *p, size_t n);
 	bool seekable() const;
-	void close(); // flush and close the descriptor if owned
+	// Whether the output is a temporary file of this process, to be renamed into place: it can be read
+	// back and patched anywhere.
+	bool replacing() const { return !tmp_path_.empty(); }
+	void close();   // flush, close the descriptor if owned and rename the temporary file into place
+	void discard(); // close without renaming: the temporary file is removed, the path left as it was
 	int fd() const { return fd_; }
 	const std::string &name() const { return name_; }
 
@@ -90,6 +125,7 @@ private:
 	void write_all(const void *p, size_t n);
 
 	std::string name_;
+	std::string tmp_path_, final_path_; // set while a temporary file waits to be renamed to final_path_
 	int fd_ = -1;
 	bool owned_ = false;
 	std::vector<char> buf_ = std::vector<char>(io_buffer_size);

@@ -2,11 +2,12 @@
 // The native binary trace (include/uapi/llmcache.h): a struct llmcache_trace_header, then 40-byte
 // struct llmcache_access records until the end of the file. A record with op LLMCACHE_OP_PATH names the
 // file (dev, inode) and is followed by nr_blocks bytes of path, zero-padded to a multiple of 8.
-// The reader copies records straight out of a 1 MiB window of the file; the writer names each file once
-// and, when the output is a regular file, patches the header at close() with the first record's time
-// and the final flags.
+// The reader copies records straight out of a 1 MiB window of the file and holds each to
+// record_claim_error(); the writer names each file once and, when the output is a regular file, patches
+// the header at close() with the first record's time and the final flags.
 #include <bit>
 #include <cstdio>
+#include <exception>
 #include <stdexcept>
 
 #include "io_internal.hpp"
@@ -36,12 +37,16 @@ public:
 							    " bytes into a 40-byte record (the trace was cut short)");
 			}
 			std::memcpy(&out, in_->data(), rec_size);
+			last_ = in_->offset();
 			in_->consume(rec_size);
-			if (out.op < LLMCACHE_OP_PATH && out.nr_blocks != 0) [[likely]]
+			if (out.op < LLMCACHE_OP_PATH && out.nr_blocks != 0 && out.nr_blocks <= max_record_blocks &&
+			    out.first_block <= max_block_end - out.nr_blocks) [[likely]]
 				return true;
-			read_special(out, in_->offset() - rec_size);
+			read_special(out, last_);
 		}
 	}
+
+	Position position() const override { return {"byte offset", last_}; }
 
 	const PathMap &paths() const override { return paths_; }
 	std::string producer() const override { return producer_; }
@@ -97,7 +102,7 @@ private:
 		if (r.op > LLMCACHE_OP_PATH)
 			fail(off, "unknown op " + std::to_string(r.op) + ": expected 0 (read), 1 (write), 2 (mmap_fault) or 3 (path)");
 		if (r.op != LLMCACHE_OP_PATH)
-			fail(off, "access record of 0 blocks: nr_blocks must be at least 1");
+			fail(off, record_claim_error(r));
 		if (r.nr_blocks == 0 || r.nr_blocks > max_path)
 			fail(off, "path record of " + std::to_string(r.nr_blocks) + " bytes: expected 1 to 4096");
 		size_t len = padded(r.nr_blocks);
@@ -112,6 +117,7 @@ private:
 	PathMap paths_;
 	std::string producer_;
 	uint32_t flags_ = 0;
+	uint64_t last_ = 0;
 };
 
 class NativeWriter final : public Writer {
@@ -129,6 +135,8 @@ public:
 
 	~NativeWriter() override
 	{
+		if (std::uncaught_exceptions() > unwinding_)
+			return; // out_ removes the temporary file
 		try {
 			close();
 		} catch (const std::exception &e) {
@@ -189,6 +197,7 @@ private:
 	FileIndex named_;
 	uint64_t last_time_ = 0;
 	bool started_ = false, closed_ = false;
+	int unwinding_ = std::uncaught_exceptions(); // exceptions in flight when made: more at destruction is an error
 };
 
 } // namespace

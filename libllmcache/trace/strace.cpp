@@ -22,6 +22,11 @@
 // anon_inode, /dev, /proc, /sys, memfd) and calls that are not file I/O are skipped. mmap of a regular
 // file is remembered for notes(): strace cannot see the page accesses of a mapping. A line that names a
 // call of interest but cannot be parsed, and a last line cut before its newline, are TraceErrors.
+//
+// Bounds: a line is at most max_line bytes (also a line joined from halves split by "strace: Process N
+// attached"); an access is held to record_claim_error() and its end to 2^63 bytes, and a successful
+// call at a negative offset is an error, not a record dropped; the fd tables of all processes hold at
+// most max_fd_entries entries, since every process may copy a table of up to max_fd entries.
 #include <charconv>
 
 #include "io_internal.hpp"
@@ -86,6 +91,7 @@ const CallName *lookup(std::string_view name)
 constexpr uint64_t ns_per_s = 1000000000ULL;
 constexpr uint64_t ns_per_day = 86400 * ns_per_s;
 constexpr int64_t max_fd = 1 << 20;
+constexpr uint64_t max_fd_entries = uint64_t(1) << 24; // 64 MiB of fd tables
 constexpr uint32_t npos = DenseIndex::npos;
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -269,6 +275,9 @@ public:
 				while (next_line(line)) {
 					m = attach_message(line);
 					joined_.append(line.substr(0, m));
+					if (joined_.size() > max_line)
+						fail("a line joined from halves split by \"strace: Process N attached\" is longer than " +
+						     std::to_string(max_line) + " bytes: expected strace output");
 					if (m == std::string_view::npos)
 						break;
 				}
@@ -282,6 +291,7 @@ public:
 
 	const PathMap &paths() const override { return paths_; }
 	uint32_t flags() const override { return mmapped_.empty() ? 0 : LLMCACHE_TRACE_F_MMAP_UNSEEN; }
+	Position position() const override { return {"line", line_no_}; }
 
 	std::vector<std::string> notes() const override
 	{
@@ -339,8 +349,14 @@ private:
 	bool next_line(std::string_view &line)
 	{
 		bool terminated;
-		if (!in_->next_line(line, terminated))
-			return false;
+		try {
+			if (!in_->next_line(line, terminated))
+				return false;
+		} catch (const LineTooLong &e) {
+			line_no_++;
+			fail("line longer than " + std::to_string(max_line) + " bytes (from byte offset " + std::to_string(e.offset) +
+			     "): strace prints short lines; is this strace output?");
+		}
 		line_no_++;
 		if (!terminated && !trim(line).empty())
 			fail("the file ends in the middle of this line (no newline after it): the strace output was "
@@ -674,6 +690,7 @@ private:
 			return;
 		for (uint32_t o : tables_[t].fds)
 			unref(o);
+		fd_entries_ -= tables_[t].fds.size();
 		std::vector<uint32_t>().swap(tables_[t].fds);
 		free_tables_.push_back(t);
 	}
@@ -709,8 +726,13 @@ private:
 		if (fd < 0 || fd >= max_fd)
 			return nullptr;
 		auto &fds = tables_[table].fds;
-		if (size_t(fd) >= fds.size())
+		if (size_t(fd) >= fds.size()) {
+			fd_entries_ += size_t(fd) + 1 - fds.size();
+			if (fd_entries_ > max_fd_entries)
+				fail("the fd tables of the traced processes would hold more than " + std::to_string(max_fd_entries) +
+				     " entries (fd " + std::to_string(fd) + " here): is this strace output?");
 			fds.resize(size_t(fd) + 1, npos);
+		}
 		if (o != npos)
 			ofds_[o].refs++;
 		unref(fds[size_t(fd)]);
@@ -773,12 +795,20 @@ private:
 		if (file == npos || len <= 0 || !files_[file].regular)
 			return false;
 		File &f = files_[file];
+		if (off > uint64_t(INT64_MAX) - uint64_t(len))
+			fail("an access of " + std::to_string(len) + " bytes at offset " + std::to_string(off) +
+			     " ends past 2^63 bytes, the largest file Linux allows: the strace output is corrupt");
 		out = llmcache_access{};
 		out.time_ns = time;
 		out.inode = f.inode;
 		out.first_block = off >> LLMCACHE_BLOCK_SHIFT;
 		out.pid = tgid;
-		out.nr_blocks = uint32_t(((off + uint64_t(len) - 1) >> LLMCACHE_BLOCK_SHIFT) - out.first_block + 1);
+		uint64_t blocks = ((off + uint64_t(len) - 1) >> LLMCACHE_BLOCK_SHIFT) - out.first_block + 1;
+		if (blocks > max_record_blocks)
+			fail("an access of " + std::to_string(len) + " bytes: one call moves at most " +
+			     std::to_string(uint64_t(max_record_blocks) * LLMCACHE_BLOCK_SIZE) +
+			     " bytes (Linux: under 2 GiB); the strace output is corrupt");
+		out.nr_blocks = uint32_t(blocks);
 		out.op = op;
 		if (!f.named) {
 			f.named = true;
@@ -835,7 +865,10 @@ private:
 				st->offset += uint64_t(r);
 				off = int64_t(st->offset) - r;
 			}
-			return off >= 0 && emit(out, st->file, uint64_t(off), r, op_of(call.call), time, pr.tgid);
+			if (off < 0 && st->file != npos)
+				fail("cannot parse this " + std::string(call.name) + "() call: it succeeded at offset " +
+				     std::to_string(off) + ", but a file offset is never negative");
+			return emit(out, st->file, uint64_t(off), r, op_of(call.call), time, pr.tgid);
 		}
 		case Call::lseek:
 			st = fd_with_path(pr.table, arg_fd(call, p, 0, path), path);
@@ -941,6 +974,11 @@ private:
 			tables_[table].users++;
 		} else {
 			table = new_table();
+			fd_entries_ += tables_[parent.table].fds.size();
+			if (fd_entries_ > max_fd_entries)
+				fail("the fd tables of the traced processes would hold more than " + std::to_string(max_fd_entries) +
+				     " entries (a clone copies " + std::to_string(tables_[parent.table].fds.size()) +
+				     "): is this strace output?");
 			tables_[table].fds = tables_[parent.table].fds;
 			for (uint32_t o : tables_[table].fds)
 				if (o != npos)
@@ -959,6 +997,7 @@ private:
 
 	std::unique_ptr<Input> in_;
 	uint64_t line_no_ = 0;
+	uint64_t fd_entries_ = 0; // entries of all fd tables, bounded by max_fd_entries
 	uint32_t default_pid_ = 0;
 	uint64_t day_ = 0, last_clock_ = 0;
 	PathMap paths_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <stdexcept>
+#include <sys/stat.h>
 
 #include "io_internal.hpp"
 
@@ -72,13 +73,38 @@ std::string_view op_name(uint8_t op)
 	return "unknown";
 }
 
+bool oracle_next_ok(int64_t next, uint64_t index, uint64_t records)
+{
+	// libCacheSim writes -1 (or INT64_MAX) for "never again"; otherwise the request index of the next
+	// access, which some converters count from 1: either way after this record and at most records.
+	if (next == -1 || next == INT64_MAX)
+		return true;
+	return next > 0 && uint64_t(next) > index && uint64_t(next) <= records;
+}
+
+std::string record_claim_error(const llmcache_access &a)
+{
+	if (a.op >= LLMCACHE_OP_PATH)
+		return "unknown op " + std::to_string(a.op) + ": expected 0 (read), 1 (write) or 2 (mmap_fault)";
+	if (a.nr_blocks == 0)
+		return "access record of 0 blocks: nr_blocks must be at least 1";
+	if (a.nr_blocks > max_record_blocks)
+		return "access record of " + std::to_string(a.nr_blocks) + " blocks: a record covers at most " +
+		       std::to_string(max_record_blocks) + " blocks (4 GiB); the trace is corrupt or not a trace";
+	if (a.first_block >= max_block_end || a.nr_blocks > max_block_end - a.first_block)
+		return "access record of blocks " + std::to_string(a.first_block) + " + " + std::to_string(a.nr_blocks) +
+		       ": the last block must be below 2^51 (files are at most 2^63 bytes); the trace is corrupt or "
+		       "not a trace";
+	return {};
+}
+
 void check_writable(const llmcache_access &a)
 {
 	if (a.op >= LLMCACHE_OP_PATH)
 		throw std::invalid_argument("cannot write a record with op " + std::to_string(a.op) +
 					    ": accesses are read, write or mmap_fault; name files with name()");
-	if (a.nr_blocks == 0)
-		throw std::invalid_argument("cannot write an access of 0 blocks");
+	if (std::string why = record_claim_error(a); !why.empty())
+		throw std::invalid_argument("cannot write an " + why);
 }
 
 static bool ends_with(std::string_view s, std::string_view suffix)
@@ -130,6 +156,20 @@ static bool strace_shaped(std::string_view l)
 	return n > 0 && n < rest.size() && rest[n] == '(';
 }
 
+// Whether the first 24-byte records look like oracleGeneral: each next_access_vtime says "never" or
+// points past its own record and within the file (oracle_next_ok). Random bytes fail at once.
+static bool oracle_shaped(std::string_view head, uint64_t records)
+{
+	size_t n = std::min<size_t>(head.size() / 24, 4096);
+	for (size_t i = 0; i < n; i++) {
+		int64_t next;
+		std::memcpy(&next, head.data() + i * 24 + 16, 8);
+		if (!oracle_next_ok(next, i, records))
+			return false;
+	}
+	return n > 0;
+}
+
 Format detect(std::string_view head, const std::string &name, int64_t size, const std::string &display)
 {
 	if (head.starts_with(std::string_view(LLMCACHE_TRACE_MAGIC, 8)))
@@ -157,7 +197,7 @@ Format detect(std::string_view head, const std::string &name, int64_t size, cons
 		}
 		if (head.find('\n') == std::string_view::npos && strace_shaped(head))
 			return Format::strace;
-	} else if (size >= 0 && size % 24 == 0) {
+	} else if (size >= 0 && size % 24 == 0 && oracle_shaped(head, uint64_t(size) / 24)) {
 		return Format::oracle_general;
 	}
 	throw TraceError(display, "byte offset", 0,
@@ -206,6 +246,14 @@ std::unique_ptr<Reader> open_reader(const std::string &path)
 	auto in = std::make_unique<Input>(path);
 	Format f = detect(peek(*in), path, in->regular_size(), in->name());
 	return make_reader(std::move(in), f);
+}
+
+bool same_file(const std::string &a, const std::string &b)
+{
+	struct stat sa, sb;
+	if (a == "-" || b == "-" || ::stat(a.c_str(), &sa) < 0 || ::stat(b.c_str(), &sb) < 0)
+		return false;
+	return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 std::unique_ptr<Writer> open_writer(const std::string &path, Format f, std::string_view producer)

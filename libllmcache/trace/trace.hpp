@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: MIT
 // Trace formats: every reader streams (a trace of 100 million records is never loaded whole) and
-// reports malformed input with its line or byte offset; every writer streams too.
+// reports malformed input with its line or byte offset; every writer streams too. Readers hold every
+// record to the limits of the format and of Linux (at most 2^20 blocks, the last block below 2^51) and
+// never let a line, a path or a table grow past a bound, so that hostile or random input is an error
+// that names where it is, not an exhausted memory. Writers write a temporary file and rename it into
+// place when closed.
 #pragma once
 
 #include <cstdint>
@@ -62,6 +66,14 @@ public:
 	virtual std::string producer() const { return {}; }
 	// LLMCACHE_TRACE_F_* that apply to the trace (e.g. MMAP_UNSEEN). Complete once next() has returned false.
 	virtual uint32_t flags() const { return 0; }
+	// Where the record that next() returned last starts, for a caller that refuses it (e.g. because
+	// the trace no longer fits in memory): {"byte offset", N} or {"line", N}; kind is empty for a
+	// reader that cannot say (one made by a test from a vector).
+	struct Position {
+		std::string_view kind;
+		uint64_t where = 0;
+	};
+	virtual Position position() const { return {}; }
 };
 
 class Writer {
@@ -72,7 +84,9 @@ public:
 	virtual void name(uint32_t dev, uint64_t inode, std::string_view path) = 0;
 	// Set LLMCACHE_TRACE_F_* (any time before close()); formats without flags ignore them.
 	virtual void set_flags(uint32_t flags) {}
-	// Flush and close; throws std::system_error on I/O failure. Called by the destructor if not before.
+	// Flush, close and rename the output into place; throws std::system_error on I/O failure. The
+	// destructor calls it unless an exception is unwinding the stack: a writer dropped by an error
+	// removes its temporary file and leaves the path as it was.
 	virtual void close() = 0;
 };
 
@@ -81,6 +95,10 @@ public:
 std::unique_ptr<Reader> open_reader(const std::string &path, Format f);
 std::unique_ptr<Reader> open_reader(const std::string &path); // detect_format()
 std::unique_ptr<Writer> open_writer(const std::string &path, Format f, std::string_view producer);
+
+// Whether two paths name the same existing file (same device and inode), e.g. a conversion's input and
+// output; "-" is never the same as a file.
+bool same_file(const std::string &a, const std::string &b);
 
 // Stable 64-bit hash of a path (FNV-1a), used as the inode of files known only by name.
 uint64_t path_inode(std::string_view path);

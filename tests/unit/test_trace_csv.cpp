@@ -94,6 +94,54 @@ static void csv_reader__wrong_header__error_line_1(void **)
 	expect_csv_error("hdr.csv", "time,pid\n1,2\n", 1, {"expected the CSV header"});
 }
 
+static void csv_reader__huge_block_count__error_at_its_line(void **)
+{
+	std::string path = scratch("huge.csv");
+	write_file(path, std::string(header) + "1,1,1,1,0,1,read,\n1,1,1,1,0,4000000000,read,/x\n");
+	auto r = open_reader(path);
+	llmcache_access a;
+	assert_true(r->next(a));
+	expect_trace_error([&] { r->next(a); }, 3, {"huge.csv:line 3:", "4000000000 blocks", "at most 1048576"});
+}
+
+// /dev/zero read as CSV: no newline ever. The reader stops at max_line instead of growing its buffer.
+static void csv_reader__line_without_end__error_names_the_line(void **)
+{
+	std::string path = scratch("long.csv");
+	write_file(path, std::string(header) + std::string(3 << 20, '7'));
+	expect_trace_error([&] { read_all(*open_reader(path, Format::csv)); }, 2, {"long.csv:line 2:", "longer than 1048576"});
+	expect_trace_error([&] { read_all(*open_reader("/dev/zero", Format::csv)); }, 1, {"line 1:", "longer than"});
+}
+
+// A quote that never closes: an error within PATH_MAX, not a path that eats the rest of the file.
+static void csv_reader__unclosed_quote__error_at_the_row(void **)
+{
+	std::string text = std::string(header) + "1,1,1,1,0,1,read,\"/never closed\n";
+	for (int i = 0; i < 1000; i++)
+		text += "1,1,1,1,0,1,read,/x\n";
+	std::string path = scratch("quote.csv");
+	write_file(path, text);
+	expect_trace_error([&] { read_all(*open_reader(path)); }, 2, {"quote.csv:line 2:", "longer than 4096"});
+}
+
+// The flags survive csv: native -> csv -> native kept no WRITES_UNSEEN before.
+static void csv_round_trip__flags__kept_in_a_comment_line(void **)
+{
+	std::string path = scratch("flags.csv");
+	{
+		auto w = open_writer(path, Format::csv, "x");
+		w->write(rec(1, 1, 1, 1, 0, 1));
+		w->set_flags(LLMCACHE_TRACE_F_WRITES_UNSEEN | LLMCACHE_TRACE_F_MMAP_UNSEEN);
+		w->close();
+	}
+	assert_true(read_file(path).ends_with("\n# flags: MMAP_UNSEEN,WRITES_UNSEEN\n"));
+	auto r = open_reader(path);
+	assert_all_same({rec(1, 1, 1, 1, 0, 1)}, read_all(*r));
+	assert_int_equal(LLMCACHE_TRACE_F_WRITES_UNSEEN | LLMCACHE_TRACE_F_MMAP_UNSEEN, r->flags());
+	write_file(path, std::string(header) + "# flags: SOMETHING\n");
+	expect_trace_error([&] { read_all(*open_reader(path)); }, 2, {"unknown flag 'SOMETHING'"});
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -106,6 +154,10 @@ int main(void)
 		cmocka_unit_test(csv_reader__zero_blocks__error),
 		cmocka_unit_test(csv_reader__unquoted_comma_in_path__error),
 		cmocka_unit_test(csv_reader__wrong_header__error_line_1),
+		cmocka_unit_test(csv_reader__huge_block_count__error_at_its_line),
+		cmocka_unit_test(csv_reader__line_without_end__error_names_the_line),
+		cmocka_unit_test(csv_reader__unclosed_quote__error_at_the_row),
+		cmocka_unit_test(csv_round_trip__flags__kept_in_a_comment_line),
 	};
 	return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -54,7 +54,10 @@ static void detect_format__each_format__recognised(void **)
 	write_file(named, "");
 	assert_true(detect_format(named) == Format::oracle_general);
 	std::string sized = scratch("x.dat");
-	write_file(sized, std::string(48, '\0'));
+	std::string two(48, '\0'); // two records of object 0, the first pointing at the second
+	two[16] = 1;
+	std::memset(two.data() + 40, 0xff, 8); // -1: never again
+	write_file(sized, two);
 	assert_true(detect_format(sized) == Format::oracle_general);
 }
 

@@ -5,6 +5,9 @@
 
 #include <cstddef>
 #include <cstring>
+#include <dirent.h>
+#include <stdexcept>
+#include <sys/stat.h>
 
 using namespace tt;
 
@@ -192,6 +195,89 @@ static void native_reader__header_only__no_records(void **)
 	assert_string_equal("nothing", r->producer().c_str());
 }
 
+// The 136-byte trace of issue 19: one access that claims 2^32 - 1 blocks made llmreplay and llmtrace
+// stat allocate until std::bad_alloc. It is refused at its byte offset.
+static void native_reader__record_claims_4g_blocks__error_at_its_offset(void **)
+{
+	std::string b = sample_bytes().substr(0, 96);
+	llmcache_access a = rec(1, 1, 1, 5, 0, 0xFFFFFFFFu);
+	b.append(reinterpret_cast<const char *>(&a), sizeof a);
+	expect_error("claims.trace", b, 96, {"claims.trace:byte offset 96:", "4294967295 blocks", "at most 1048576"});
+}
+
+// first_block 2^64 - 2 with 10 blocks wrapped: stat counted a footprint of 0, the writers wrote wrapped
+// ids and offsets. The last block must be below 2^51 (2^63 bytes).
+static void native_reader__blocks_wrap_past_2_64__error_at_its_offset(void **)
+{
+	std::string b = sample_bytes().substr(0, 96);
+	for (uint64_t first : {~uint64_t(0) - 1, uint64_t(1) << 51}) {
+		llmcache_access a = rec(1, 1, 1, 5, first, 10);
+		std::string bad = b + std::string(reinterpret_cast<const char *>(&a), sizeof a);
+		expect_error("wrap.trace", bad, 96, {"wrap.trace:byte offset 96:", "below 2^51"});
+	}
+	llmcache_access ok = rec(1, 1, 1, 5, (uint64_t(1) << 51) - 10, 10); // the last block there is fine
+	std::string path = scratch("edge.trace");
+	write_file(path, b + std::string(reinterpret_cast<const char *>(&ok), sizeof ok));
+	auto r = open_reader(path);
+	assert_all_same({ok}, read_all(*r));
+}
+
+// Writers refuse what readers would refuse, so that no converted trace holds a wrapped offset.
+static void native_writer__record_past_2_51__invalid_argument(void **)
+{
+	auto w = open_writer(scratch("wrapw.trace"), Format::native, "x");
+	bool thrown = false;
+	try {
+		w->write(rec(1, 1, 1, 5, ~uint64_t(0) - 1, 10));
+	} catch (const std::invalid_argument &e) {
+		thrown = std::string(e.what()).find("below 2^51") != std::string::npos;
+	}
+	assert_true(thrown);
+}
+
+// The output appears only at close(), by rename: before it the old file is intact, and an exception
+// that drops the writer leaves the old file and no temporary file behind.
+static void native_writer__temporary_file_renamed_at_close__failure_leaves_old_file(void **)
+{
+	std::string dir = scratch("atomic");
+	mkdir(dir.c_str(), 0755);
+	std::string path = dir + "/out.trace";
+	write_file(path, "old contents");
+	try {
+		auto w = open_writer(path, Format::native, "x");
+		w->write(sample[0]);
+		assert_string_equal("old contents", read_file(path).c_str());
+		throw std::runtime_error("the input was malformed");
+	} catch (const std::runtime_error &) {
+	}
+	assert_string_equal("old contents", read_file(path).c_str());
+	{
+		auto w = open_writer(path, Format::native, "x");
+		w->write(sample[0]);
+		w->close();
+	}
+	auto r = open_reader(path);
+	assert_all_same({sample[0]}, read_all(*r));
+	int entries = 0;
+	if (DIR *d = opendir(dir.c_str())) {
+		while (dirent *e = readdir(d))
+			entries += e->d_name[0] != '.';
+		closedir(d);
+	}
+	assert_int_equal(1, entries); // no temporary file left over
+}
+
+// Writing to a device writes in place instead of renaming over the device node.
+static void native_writer__to_dev_null__device_kept(void **)
+{
+	auto w = open_writer("/dev/null", Format::native, "x");
+	w->write(sample[0]);
+	w->close();
+	struct stat st;
+	assert_int_equal(0, stat("/dev/null", &st));
+	assert_true(S_ISCHR(st.st_mode));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -208,6 +294,11 @@ int main(void)
 		cmocka_unit_test(native_reader__truncated_path__error),
 		cmocka_unit_test(native_reader__unknown_op__error_at_record),
 		cmocka_unit_test(native_reader__header_only__no_records),
+		cmocka_unit_test(native_reader__record_claims_4g_blocks__error_at_its_offset),
+		cmocka_unit_test(native_reader__blocks_wrap_past_2_64__error_at_its_offset),
+		cmocka_unit_test(native_writer__record_past_2_51__invalid_argument),
+		cmocka_unit_test(native_writer__temporary_file_renamed_at_close__failure_leaves_old_file),
+		cmocka_unit_test(native_writer__to_dev_null__device_kept),
 	};
 	return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -4,6 +4,7 @@
 #include "test_trace_util.hpp"
 
 #include <cstring>
+#include <sys/stat.h>
 
 using namespace tt;
 
@@ -90,6 +91,51 @@ static void oracle_reader__large_obj_size__blocks_rounded_up(void **)
 	assert_all_same({rec(7'000'000'000, 0, 0, 3, 9, 3)}, read_all(*rd));
 }
 
+// 2,400 random bytes were detected as oracleGeneral and replayed into std::bad_alloc. next_access_vtime
+// must be -1 or a later record of the file: random bytes fail detection and, forced, the first record.
+static void oracle_reader__next_access_outside_the_file__error_at_the_record(void **)
+{
+	std::string path = scratch("next.bin");
+	Raw r[3] = {{1, 0, 4096, 2}, {1, 1, 4096, -1}, {1, 0, 4096, 4}}; // record 2 points past the 3 (counted from 0 or 1)
+	write_file(path, std::string(reinterpret_cast<const char *>(r), sizeof r));
+	auto rd = open_reader(path, Format::oracle_general);
+	llmcache_access a;
+	assert_true(rd->next(a));
+	assert_true(rd->next(a));
+	expect_trace_error([&] { rd->next(a); }, 48, {"next.bin:byte offset 48:", "record 2", "record 4"});
+
+	std::string rnd(2400, '\0');
+	uint64_t x = 88172645463325252ULL;
+	for (char &c : rnd) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		c = char(x);
+	}
+	std::string rp = scratch("random.dat");
+	write_file(rp, rnd);
+	expect_trace_error([&] { detect_format(rp); }, 0, {"cannot tell the trace format"});
+	expect_trace_error([&] { read_all(*open_reader(rp, Format::oracle_general)); }, 0, {"byte offset 0:", "not a later record"});
+}
+
+// The largest object (obj_size 2^32 - 1) is exactly the most blocks a record may claim.
+static void oracle_reader__largest_object__within_the_record_limit(void **)
+{
+	Raw ok{1, 0, 0xFFFFFFFFu, -1};
+	std::string okp = scratch("okobj.bin");
+	write_file(okp, std::string(reinterpret_cast<const char *>(&ok), sizeof ok));
+	assert_int_equal(1048576, read_all(*open_reader(okp, Format::oracle_general))[0].nr_blocks);
+}
+
+// Written to a device (not seekable, and never to be renamed over), the records go through a scratch file.
+static void oracle_writer__to_dev_null__device_kept(void **)
+{
+	auto w = open_writer("/dev/null", Format::oracle_general, "x");
+	w->write(rec(1, 1, 0, 42, 0, 3));
+	w->close();
+	struct stat st;
+	assert_int_equal(0, stat("/dev/null", &st));
+	assert_true(S_ISCHR(st.st_mode));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -97,6 +143,9 @@ int main(void)
 		cmocka_unit_test(oracle_writer__loop_longer_than_a_chunk__next_is_one_period_later),
 		cmocka_unit_test(oracle_reader__length_not_multiple_of_24__error_at_partial_record),
 		cmocka_unit_test(oracle_reader__large_obj_size__blocks_rounded_up),
+		cmocka_unit_test(oracle_reader__next_access_outside_the_file__error_at_the_record),
+		cmocka_unit_test(oracle_reader__largest_object__within_the_record_limit),
+		cmocka_unit_test(oracle_writer__to_dev_null__device_kept),
 	};
 	return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

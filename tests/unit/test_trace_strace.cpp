@@ -339,6 +339,33 @@ static int dump_csv(const char *in, const char *format, const char *out)
 	}
 }
 
+// Bounds: a read that claims more than one call moves, an offset that ends past 2^63 bytes, a successful
+// pread at a negative offset (dropped silently before), and a file without newlines (/dev/zero).
+static void strace_bounds__huge_counts_negative_offsets_endless_lines__errors_name_the_line(void **)
+{
+	const std::string ok = "700 15:00:00.000001 read(3</w/m.bin>, \"x\", 1) = 1\n";
+	auto r = open_text("huge.strace", ok + "700 15:00:00.000002 read(3</w/m.bin>, \"x\", 1099511627776) = 1099511627776\n");
+	expect_trace_error([&] { read_all(*r); }, 2, {"huge.strace:line 2:", "1099511627776 bytes"});
+	r = open_text("end.strace", ok + "700 15:00:00.000002 pread64(3</w/m.bin>, \"x\", 4096, 9223372036854771712) = 4096\n");
+	expect_trace_error([&] { read_all(*r); }, 2, {"end.strace:line 2:", "past 2^63"});
+	r = open_text("neg.strace", ok + "700 15:00:00.000002 pread64(3</w/m.bin>, \"x\", 4096, -8192) = 4096\n");
+	expect_trace_error([&] { read_all(*r); }, 2, {"neg.strace:line 2:", "offset -8192"});
+	r = open_text("long.strace", ok + std::string(3 << 20, 'x') + "\n");
+	expect_trace_error([&] { read_all(*r); }, 2, {"long.strace:line 2:", "longer than 1048576"});
+	expect_trace_error([&] { read_all(*open_reader("/dev/zero", Format::strace)); }, 1, {"line 1:", "longer than"});
+}
+
+// Every process may hold an fd table of up to 2^20 entries; their sum is bounded, so that a few
+// thousand short lines cannot claim gigabytes.
+static void strace_fd_tables__many_processes_with_high_fds__bounded_error(void **)
+{
+	std::string text;
+	for (int pid = 1; pid <= 20; pid++)
+		text += std::to_string(pid) + " 15:00:00.000001 openat(AT_FDCWD, \"/w/m.bin\", O_RDONLY) = 1000000\n";
+	auto r = open_text("fds.strace", text);
+	expect_trace_error([&] { read_all(*r); }, 17, {"fds.strace:line 17:", "fd tables"});
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 5 && std::strcmp(argv[1], "--dump-csv") == 0)
@@ -356,6 +383,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(strace_truncated_last_line__error_names_the_line),
 		cmocka_unit_test(strace_malformed_line__error_with_line_and_what_was_expected),
 		cmocka_unit_test(strace_real_output__python_threads_fork__expected_accesses),
+		cmocka_unit_test(strace_bounds__huge_counts_negative_offsets_endless_lines__errors_name_the_line),
+		cmocka_unit_test(strace_fd_tables__many_processes_with_high_fds__bounded_error),
 	};
 	return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
