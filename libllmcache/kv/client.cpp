@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The C client of llmcached (llmcache_kv.h): a SOCK_SEQPACKET connection, a sealed memfd for tensors,
-// one request and one reply per call.
+// one request and one reply per call. No call waits for ever: a daemon that does not answer within the
+// timeout (LLMCACHE_KV_TIMEOUT_MS for sessions, the caller's for status) fails the call with -ETIMEDOUT
+// and closes the connection, since a late reply would answer the wrong request.
 #include "kv/llmcache_kv.h"
 
 #include "kv/protocol.hpp"
@@ -8,6 +10,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -25,6 +28,7 @@ struct llmcache_kv {
 	llmcache_kv_shape shape{};
 	uint64_t session = 0, row = 0;
 	uint32_t seq = 0;
+	uint32_t timeout_ms = LLMCACHE_KV_TIMEOUT_MS;
 	std::string error;
 };
 
@@ -54,15 +58,31 @@ int call(llmcache_kv *kv, uint16_t type, const void *payload, size_t len, int fd
 		cm->cmsg_len = CMSG_LEN(sizeof(int));
 		std::memcpy(CMSG_DATA(cm), &fd, sizeof(int));
 	}
-	if (sendmsg(kv->sock, &m, MSG_NOSIGNAL) < 0)
+	if (kv->sock < 0)
+		return fail(kv, -ENOTCONN, "the connection to llmcached was closed after an earlier error: open a new session");
+	auto timed_out = [&] {
+		kv->sock = (close(kv->sock), -1);
+		return fail(kv, -ETIMEDOUT, "llmcached did not answer within " + std::to_string(kv->timeout_ms) +
+						    " ms: it is stuck or overloaded (see its log); the connection is closed");
+	};
+	ssize_t n;
+	do
+		n = sendmsg(kv->sock, &m, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return timed_out();
+	if (n < 0)
 		return fail(kv, -errno, std::string("cannot send to llmcached: ") + std::strerror(errno));
 	uint8_t buf[1 << 16];
-	ssize_t n;
 	do
 		n = recv(kv->sock, buf, sizeof(buf), 0);
 	while (n < 0 && errno == EINTR);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return timed_out();
 	if (n <= 0)
-		return fail(kv, n == 0 ? -ECONNRESET : -errno, "llmcached closed the connection (did it stop?)");
+		return fail(kv, n == 0 ? -ECONNRESET : -errno,
+			    "llmcached closed the connection (did it stop? It also drops a client that does not read its "
+			    "replies, and refuses a uid past its share of connections; see its log)");
 	proto::Header rh;
 	if ((size_t)n < sizeof(rh) + sizeof(r))
 		return fail(kv, -EBADMSG, "short reply from llmcached");
@@ -84,9 +104,20 @@ int connect_to(llmcache_kv *kv, const char *socket_path)
 		return fail(kv, -ENAMETOOLONG, "socket path too long");
 	std::strcpy(addr.sun_path, path);
 	kv->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (kv->sock < 0 || connect(kv->sock, (sockaddr *)&addr, sizeof(addr)) < 0)
-		return fail(kv, -errno, std::string("cannot connect to llmcached at ") + path + ": " + std::strerror(errno) +
-						" (is the service running? systemctl start llmcached)");
+	if (kv->sock < 0)
+		return fail(kv, -errno, std::string("cannot create a socket: ") + std::strerror(errno));
+	// The timeouts bound connect (a full backlog), send and receive alike.
+	const timeval tv{(time_t)(kv->timeout_ms / 1000), (suseconds_t)(kv->timeout_ms % 1000) * 1000};
+	setsockopt(kv->sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(kv->sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(kv->sock, (sockaddr *)&addr, sizeof(addr)) < 0) {
+		const int e = errno;
+		if (e == EAGAIN || e == EINPROGRESS)
+			return fail(kv, -ETIMEDOUT, std::string("llmcached at ") + path + " did not accept the connection within " +
+							    std::to_string(kv->timeout_ms) + " ms: it is stuck or overloaded");
+		return fail(kv, -e, std::string("cannot connect to llmcached at ") + path + ": " + std::strerror(e) +
+					    " (is the service running? systemctl start llmcached)");
+	}
 	return 0;
 }
 
@@ -201,7 +232,13 @@ const char *llmcache_kv_error(const llmcache_kv *kv) { return kv ? kv->error.c_s
 
 int llmcache_kv_status(const char *socket_path, char *buf, uint32_t len)
 {
+	return llmcache_kv_status_timeout(socket_path, buf, len, LLMCACHE_KV_STATUS_TIMEOUT_MS);
+}
+
+int llmcache_kv_status_timeout(const char *socket_path, char *buf, uint32_t len, uint32_t timeout_ms)
+{
 	llmcache_kv kv;
+	kv.timeout_ms = timeout_ms ? timeout_ms : 1;
 	int e = connect_to(&kv, socket_path);
 	proto::Reply r{};
 	if (e == 0)

@@ -34,6 +34,11 @@ struct llmcache_kv_selection {
 
 typedef struct llmcache_kv llmcache_kv;
 
+/* No call waits for ever: a session's calls fail with -ETIMEDOUT when llmcached does not answer
+ * within this many ms (the connection is then closed), a status query within its own timeout. */
+#define LLMCACHE_KV_TIMEOUT_MS 60000
+#define LLMCACHE_KV_STATUS_TIMEOUT_MS 5000
+
 /* Connects to llmcached at socket_path (NULL: /run/llmcached/llmcached.sock) and opens a session.
  * On failure *out is still set when memory allows, so llmcache_kv_error() can say why; close it. */
 int llmcache_kv_open(const char *socket_path, const struct llmcache_kv_shape *shape, llmcache_kv **out);
@@ -57,6 +62,8 @@ const char *llmcache_kv_error(const llmcache_kv *kv);
  * NUL-terminated in buf (truncated to len - 1 bytes). Returns its full length, or a negative errno
  * with the reason in buf. For `llmcachectl kv status`. */
 int llmcache_kv_status(const char *socket_path, char *buf, uint32_t len);
+/* The same within timeout_ms instead of LLMCACHE_KV_STATUS_TIMEOUT_MS. */
+int llmcache_kv_status_timeout(const char *socket_path, char *buf, uint32_t len, uint32_t timeout_ms);
 uint64_t llmcache_kv_session_id(const llmcache_kv *kv);
 
 #ifdef __cplusplus

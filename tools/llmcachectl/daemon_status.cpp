@@ -66,7 +66,7 @@ std::string unescape(const std::string &s)
 }
 
 // One PAGECACHE_STATUS request; the daemon's text, or a Failure that says what to do.
-std::string ask(const std::string &socket_path)
+std::string ask(const std::string &socket_path, uint32_t timeout_ms)
 {
 	sockaddr_un addr{};
 	addr.sun_family = AF_UNIX;
@@ -74,6 +74,12 @@ std::string ask(const std::string &socket_path)
 		throw Failure{"socket path " + socket_path + " is too long"};
 	std::strcpy(addr.sun_path, socket_path.c_str());
 	const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	// Bounded waits: a daemon that accepts and never answers must not hang llmcachectl.
+	const timeval tv{time_t(timeout_ms / 1000), suseconds_t(timeout_ms % 1000) * 1000};
+	if (fd >= 0) {
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	}
 	if (fd < 0 || connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) < 0) {
 		const int e = errno;
 		if (fd >= 0)
@@ -89,7 +95,11 @@ std::string ask(const std::string &socket_path)
 		do
 			n = recv(fd, buf.data(), buf.size(), 0);
 		while (n < 0 && errno == EINTR);
+	const bool late = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 	close(fd);
+	if (late)
+		throw Failure{"llmcached on " + socket_path + " did not answer within " + std::to_string(timeout_ms) +
+			      " ms: it is stuck or overloaded (see its log); --timeout waits longer"};
 	proto::Header rh;
 	proto::Reply r;
 	if (n < ssize_t(sizeof(rh) + sizeof(r)))
@@ -158,17 +168,28 @@ const Line &find(const std::vector<Line> &lines, const std::string &kind)
 
 struct Args {
 	bool json = false;
-	std::string socket = "/run/llmcached/llmcached.sock";
+	std::string socket = "/run/llmcached/llmcached.sock", timeout = "5s";
+	uint32_t timeout_ms = 5000;
 };
 
 bool parse_args(const char *name, const char *what, int argc, char **argv, Args &a)
 {
 	po::options_description d(std::string("llmcachectl ") + name + ": " + what);
 	d.add_options()("help,h", "show this help")("json", po::bool_switch(&a.json), "print JSON")(
-		"socket", po::value(&a.socket)->default_value(a.socket), "llmcached's socket (when the module is not loaded)");
+		"socket", po::value(&a.socket)->default_value(a.socket), "llmcached's socket (when the module is not loaded)")(
+		"timeout", po::value(&a.timeout)->default_value(a.timeout), "give up when llmcached does not answer within this (1ms-1h)");
 	po::variables_map vm;
 	po::store(po::command_line_parser(argc, argv).options(d).positional({}).run(), vm);
 	po::notify(vm);
+	uint64_t ns = 0;
+	try {
+		ns = units::parse_duration_ns(a.timeout);
+	} catch (const std::exception &e) {
+		throw po::error("--timeout " + a.timeout + ": " + e.what());
+	}
+	if (ns < 1'000'000 || ns > 3600'000'000'000ull)
+		throw po::error("--timeout " + a.timeout + ": must be from 1ms to 1h");
+	a.timeout_ms = uint32_t(ns / 1'000'000);
 	if (vm.count("help"))
 		std::cout << "Usage: llmcachectl " << name << " [--json] [--socket PATH]\n\n"
 			  << d << "\nEXAMPLES\n  llmcachectl " << name << "\n  llmcachectl " << name
@@ -200,7 +221,7 @@ void print_loops(const std::vector<Line> &lines, bool json)
 
 int daemon_status(const Args &a)
 {
-	const auto lines = parse(ask(a.socket));
+	const auto lines = parse(ask(a.socket, a.timeout_ms));
 	const Line &g = find(lines, "global"), &st = find(lines, "stats");
 	if (a.json) {
 		std::printf("{\"source\":\"llmcached\",");
@@ -267,7 +288,7 @@ int cmd_loops_routed(int argc, char **argv)
 		Args a;
 		if (!parse_args("loops", "the loops and their sizing (S_min = max(0, N - BW*T)), in blocks", argc, argv, a))
 			return 0;
-		const auto lines = parse(ask(a.socket));
+		const auto lines = parse(ask(a.socket, a.timeout_ms));
 		if (a.json) {
 			print_loops(lines, true);
 			std::printf("\n");

@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: MIT
-// llmcachectl: llmcache's control tool. Each subcommand lives in its own file.
+// llmcachectl: llmcache's control tool. Each subcommand lives in its own file. Whatever a subcommand
+// printed must have reached stdout: a write error (a full disk, > /dev/full) fails the command.
 #include "util/subcommands.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 int cmd_size(int argc, char **argv);       // size.cpp
 int cmd_register(int argc, char **argv);   // kmod.cpp
@@ -25,10 +30,17 @@ int main(int argc, char **argv)
 		{"auto", "register the large files of a process or cgroup automatically (root)", cmd_auto},
 		{"kv", "the KV service: `kv status` lists llmcached's sessions and pool statistics", cmd_kv},
 	};
-	return llmcache::cli::dispatch("llmcachectl", commands,
+	const int r = llmcache::cli::dispatch("llmcachectl", commands,
 				       "  llmcachectl size --device watch\n"
 				       "  llmcachectl size --loop 600MB --bw 1GB/s --cache 512MiB --json\n"
 				       "  llmcachectl status --json\n"
 				       "  llmcachectl kv status --json\n",
 				       argc, argv);
+	errno = 0;
+	if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+		std::fprintf(stderr, "llmcachectl: cannot write the output: %s\n",
+			     errno ? std::strerror(errno) : "write error");
+		return r ? r : 1;
+	}
+	return r;
 }
