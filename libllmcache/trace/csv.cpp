@@ -20,17 +20,7 @@ namespace {
 constexpr std::string_view header7 = "time_ns,pid,dev,inode,first_block,nr_blocks,op";
 constexpr std::string_view header8 = "time_ns,pid,dev,inode,first_block,nr_blocks,op,path";
 constexpr const char *columns[] = {"time_ns", "pid", "dev", "inode", "first_block", "nr_blocks", "op", "path"};
-constexpr std::string_view flags_prefix = "# flags:";
 constexpr size_t max_path = 4096;
-
-struct FlagName {
-	uint32_t flag;
-	std::string_view name;
-};
-constexpr FlagName flag_names[] = {
-	{LLMCACHE_TRACE_F_MMAP_UNSEEN, "MMAP_UNSEEN"},
-	{LLMCACHE_TRACE_F_WRITES_UNSEEN, "WRITES_UNSEEN"},
-};
 
 class CsvReader final : public Reader {
 public:
@@ -119,24 +109,10 @@ private:
 	{
 		if (!line.starts_with(flags_prefix))
 			return;
-		std::string_view list = line.substr(flags_prefix.size());
-		while (!list.empty()) {
-			size_t comma = list.find(',');
-			std::string_view name = list.substr(0, comma);
-			while (name.starts_with(' '))
-				name.remove_prefix(1);
-			while (name.ends_with(' '))
-				name.remove_suffix(1);
-			bool known = name.empty();
-			for (const auto &f : flag_names)
-				if (f.name == name) {
-					flags_ |= f.flag;
-					known = true;
-				}
-			if (!known)
-				fail(line_no_, "unknown flag '" + std::string(name.substr(0, 40)) +
-						       "': expected MMAP_UNSEEN or WRITES_UNSEEN");
-			list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+		try {
+			flags_ |= parse_flags_line(line);
+		} catch (const std::invalid_argument &e) {
+			fail(line_no_, e.what());
 		}
 	}
 
@@ -268,13 +244,8 @@ public:
 		if (closed_)
 			return;
 		closed_ = true;
-		if (flags_) {
-			std::string line(flags_prefix);
-			for (const auto &f : flag_names)
-				if (flags_ & f.flag)
-					line += (line.size() == flags_prefix.size() ? " " : ",") + std::string(f.name);
-			out_.write(line + "\n");
-		}
+		if (flags_)
+			out_.write(flags_line(flags_) + "\n");
 		out_.close();
 	}
 

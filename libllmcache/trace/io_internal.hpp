@@ -38,6 +38,12 @@ std::string record_claim_error(const llmcache_access &a);
 // the record's own index and not past the number of records (unknown for a pipe: UINT64_MAX).
 bool oracle_next_ok(int64_t next, uint64_t index, uint64_t records);
 
+// The comment line that carries a text trace's flags, which have no column: "# flags: A,B" with the
+// names MMAP_UNSEEN and WRITES_UNSEEN (csv, and llmtrace's strace text).
+constexpr std::string_view flags_prefix = "# flags:";
+// The flags a "# flags:" line names; throws std::invalid_argument for a name it does not know.
+uint32_t parse_flags_line(std::string_view line);
+
 // Thrown by Input::next_line for a line longer than max_line; the text readers turn it into a
 // TraceError that names the line.
 struct LineTooLong {

@@ -21,7 +21,8 @@
 // is path_inode(path) and dev 0. Failed calls, fds that are not regular files (sockets, pipes,
 // anon_inode, /dev, /proc, /sys, memfd) and calls that are not file I/O are skipped. mmap of a regular
 // file is remembered for notes(): strace cannot see the page accesses of a mapping. A line that names a
-// call of interest but cannot be parsed, and a last line cut before its newline, are TraceErrors.
+// call of interest but cannot be parsed, and a last line cut before its newline, are TraceErrors. A
+// line "# flags: A,B" (written by llmtrace convert --to strace) adds LLMCACHE_TRACE_F_* flags.
 //
 // Bounds: a line is at most max_line bytes (also a line joined from halves split by "strace: Process N
 // attached"); an access is held to record_claim_error() and its end to 2^63 bytes, and a successful
@@ -290,7 +291,7 @@ public:
 	}
 
 	const PathMap &paths() const override { return paths_; }
-	uint32_t flags() const override { return mmapped_.empty() ? 0 : LLMCACHE_TRACE_F_MMAP_UNSEEN; }
+	uint32_t flags() const override { return (mmapped_.empty() ? 0 : LLMCACHE_TRACE_F_MMAP_UNSEEN) | flags_; }
 	Position position() const override { return {"line", line_no_}; }
 
 	std::vector<std::string> notes() const override
@@ -380,6 +381,14 @@ private:
 	// One line; true when it produced an access in out.
 	bool process(std::string_view l, llmcache_access &out)
 	{
+		if (l.starts_with(flags_prefix)) { // llmtrace's strace text carries the flags of its source
+			try {
+				flags_ |= parse_flags_line(l);
+			} catch (const std::invalid_argument &e) {
+				fail(e.what());
+			}
+			return false;
+		}
 		size_t i = 0;
 		auto skip_spaces = [&] {
 			while (i < l.size() && l[i] == ' ')
@@ -998,6 +1007,7 @@ private:
 	std::unique_ptr<Input> in_;
 	uint64_t line_no_ = 0;
 	uint64_t fd_entries_ = 0; // entries of all fd tables, bounded by max_fd_entries
+	uint32_t flags_ = 0;      // from a "# flags:" line
 	uint32_t default_pid_ = 0;
 	uint64_t day_ = 0, last_clock_ = 0;
 	PathMap paths_;

@@ -73,6 +73,42 @@ std::string_view op_name(uint8_t op)
 	return "unknown";
 }
 
+namespace {
+struct FlagName {
+	uint32_t flag;
+	std::string_view name;
+};
+constexpr FlagName flag_names[] = {
+	{LLMCACHE_TRACE_F_MMAP_UNSEEN, "MMAP_UNSEEN"},
+	{LLMCACHE_TRACE_F_WRITES_UNSEEN, "WRITES_UNSEEN"},
+};
+} // namespace
+
+uint32_t parse_flags_line(std::string_view line)
+{
+	uint32_t flags = 0;
+	std::string_view list = line.substr(std::min(line.size(), flags_prefix.size()));
+	while (!list.empty()) {
+		size_t comma = list.find(',');
+		std::string_view name = list.substr(0, comma);
+		while (name.starts_with(' '))
+			name.remove_prefix(1);
+		while (name.ends_with(' ') || name.ends_with('\r'))
+			name.remove_suffix(1);
+		bool known = name.empty();
+		for (const auto &f : flag_names)
+			if (f.name == name) {
+				flags |= f.flag;
+				known = true;
+			}
+		if (!known)
+			throw std::invalid_argument("unknown flag '" + std::string(name.substr(0, 40)) +
+						    "': expected MMAP_UNSEEN or WRITES_UNSEEN");
+		list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+	}
+	return flags;
+}
+
 bool oracle_next_ok(int64_t next, uint64_t index, uint64_t records)
 {
 	// libCacheSim writes -1 (or INT64_MAX) for "never again"; otherwise the request index of the next
@@ -247,6 +283,22 @@ std::unique_ptr<Reader> open_reader(const std::string &path)
 	Format f = detect(peek(*in), path, in->regular_size(), in->name());
 	return make_reader(std::move(in), f);
 }
+
+std::string flags_line(uint32_t flags)
+{
+	std::string line;
+	for (const auto &f : flag_names)
+		if (flags & f.flag)
+			line += (line.empty() ? std::string(flags_prefix) + " " : ",") + std::string(f.name);
+	return line;
+}
+
+void check_access(const llmcache_access &a) { check_writable(a); }
+
+OutputFile::OutputFile(const std::string &path) : out_(std::make_unique<Output>(path)) {}
+OutputFile::~OutputFile() = default;
+void OutputFile::write(std::string_view s) { out_->write(s); }
+void OutputFile::close() { out_->close(); }
 
 bool same_file(const std::string &a, const std::string &b)
 {

@@ -96,6 +96,40 @@ std::unique_ptr<Reader> open_reader(const std::string &path, Format f);
 std::unique_ptr<Reader> open_reader(const std::string &path); // detect_format()
 std::unique_ptr<Writer> open_writer(const std::string &path, Format f, std::string_view producer);
 
+// A reader that passes on inner's records until their blocks add up to more than max_blocks, then throws
+// TraceError at the record that passed the bound, naming `name` and ending with `why` (what fills memory,
+// and what to do). For tools that keep data per block access (limit.cpp).
+std::unique_ptr<Reader> limit_blocks(std::unique_ptr<Reader> inner, const std::string &name, uint64_t max_blocks,
+				     std::string why);
+// The memory a tool may fill: MemAvailable from /proc/meminfo, or RLIMIT_AS when lower; 0 if unknown.
+uint64_t available_memory();
+
+// Throws std::invalid_argument when no writer can store a: an op other than read, write and mmap_fault,
+// 0 blocks, or more than a reader accepts (2^20 blocks, the last below 2^51).
+void check_access(const llmcache_access &a);
+// The comment line "# flags: MMAP_UNSEEN,WRITES_UNSEEN" (without '\n') that carries LLMCACHE_TRACE_F_*
+// in text formats, which have no header for them; "" for no flags.
+std::string flags_line(uint32_t flags);
+
+namespace detail {
+class Output;
+}
+
+// A text output written the way the writers write theirs: "-" is stdout; a regular file is written under
+// a temporary name that close() renames into place, and is removed if the OutputFile is destroyed
+// unclosed; a device or FIFO is written in place. For formats built outside the library (llmtrace's
+// strace text). Throws std::system_error.
+class OutputFile {
+public:
+	explicit OutputFile(const std::string &path);
+	~OutputFile();
+	void write(std::string_view s);
+	void close();
+
+private:
+	std::unique_ptr<detail::Output> out_;
+};
+
 // Whether two paths name the same existing file (same device and inode), e.g. a conversion's input and
 // output; "-" is never the same as a file.
 bool same_file(const std::string &a, const std::string &b);

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 
 namespace llmcache::units {
@@ -25,22 +26,32 @@ constexpr Suffix time_suffixes[] = {
 	{"", 1e9}, {"s", 1e9}, {"ms", 1e6}, {"us", 1e3}, {"ns", 1},
 };
 
-// Split "1.5GiB" into 1.5 and "GiB"; throws with `what` when there is no number.
+// Split "1.5GiB" into 1.5 and "GiB"; throws with `what` when there is no number. Only plain decimals
+// (digits with an optional fraction) are numbers: strtod would also take "1e3", "0x100", "inf" and
+// "nan", and "-s 1e3" then meant 1000 bytes where "-s 1000" meant 1000 blocks.
 double split_number(std::string_view text, std::string_view &suffix, const char *what)
 {
-	std::string s(text);
-	size_t used = 0;
-	double v = 0;
-	try {
-		v = std::stod(s, &used);
-	} catch (const std::exception &) {
-		throw std::invalid_argument("'" + s + "' is not a " + what);
-	}
-	if (!std::isfinite(v) || v < 0)
-		throw std::invalid_argument("'" + s + "' is not a " + what + ": it must be a finite number >= 0");
-	suffix = text.substr(used);
+	std::string_view t = text;
+	while (!t.empty() && t.front() == ' ')
+		t.remove_prefix(1);
+	size_t i = 0, digits = 0;
+	while (i < t.size() && std::isdigit(static_cast<unsigned char>(t[i])))
+		i++, digits++;
+	if (i < t.size() && t[i] == '.')
+		for (i++; i < t.size() && std::isdigit(static_cast<unsigned char>(t[i]));)
+			i++, digits++;
+	if (digits == 0)
+		throw std::invalid_argument("'" + std::string(text) + "' is not a " + what +
+					    ": expected a number >= 0 in plain decimal (e.g. 64MiB, 1.5GB)");
+	double v = std::strtod(std::string(t.substr(0, i)).c_str(), nullptr);
+	suffix = t.substr(i);
 	while (!suffix.empty() && suffix.front() == ' ')
 		suffix.remove_prefix(1);
+	if (!suffix.empty() && (suffix.front() == 'e' || suffix.front() == 'E' || suffix.front() == 'x' || suffix.front() == 'X') &&
+	    suffix.size() > 1 && (std::isdigit(static_cast<unsigned char>(suffix[1])) || suffix[1] == '+' || suffix[1] == '-' ||
+				  std::isxdigit(static_cast<unsigned char>(suffix[1]))))
+		throw std::invalid_argument("'" + std::string(text) + "' is not a " + what +
+					    ": write it in plain decimal, without an exponent or hex (e.g. 64MiB, 1.5GB)");
 	return v;
 }
 

@@ -109,7 +109,7 @@ expect() { # expect CODE PATTERN command...: exit status CODE and stderr matchin
 expect 1 "$tmp/missing.csv.*No such file" "$R" "$tmp/missing.csv"
 expect 2 "unknown policy 'nosuch'.*lru" "$R" "$tmp/app.csv" -p llm,nosuch
 expect 2 "cache size 'abc'" "$R" "$tmp/app.csv" -s 10%,abc
-expect 2 "cache size '0'.*at least one block" "$R" "$tmp/app.csv" -s 0
+expect 2 "cache size '0blocks'.*at least one block" "$R" "$tmp/app.csv" -s 0blocks
 expect 2 "cache size '0%'" "$R" "$tmp/app.csv" -s 0%
 expect 2 "unexpected argument 'extra'" "$R" "$tmp/app.csv" extra
 expect 2 "bandwidths" "$R" "$tmp/app.csv" --bandwidths fast

@@ -2,11 +2,18 @@
 // llmreplay: replay a block-access trace through cache policies at several cache sizes and report hit
 // ratios (the paper's Figure 4), the llm policy's per-class hits, and the data-fetch latency model
 // (Figure 5). See Documentation/replay.md.
+//
+// The replay keeps one 32-byte request per block access in memory, so the trace is read through
+// trace::limit_blocks() with a bound from --max-memory: a trace that claims more stops with the offset or
+// line of the record that passed the bound instead of std::bad_alloc. Every output, stdout included, is
+// checked after its last write: results that did not reach their file are an error, not exit status 0.
 #include <boost/program_options.hpp>
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -17,6 +24,7 @@
 #include <system_error>
 #include <thread>
 
+#include "../llmtrace/version.hpp"
 #include "sim/replay.hpp"
 #include "sim/report.hpp"
 #include "util/units.hpp"
@@ -68,6 +76,45 @@ std::vector<std::string> parse_policies(const std::string &list)
 	return out;
 }
 
+// --sizes: parse_cache_sizes() with "N blocks" for a count of 4 KiB blocks; a plain number itself is
+// refused, because llmworkload, llmtrace and llmcachectl read plain numbers as bytes. Each size keeps the
+// text the user wrote, for the report.
+std::vector<CacheSize> parse_sizes(const std::string &list)
+{
+	std::string plain;
+	std::vector<std::string> texts;
+	for (std::string item : split(list)) {
+		while (!item.empty() && item.front() == ' ')
+			item.erase(0, 1);
+		while (!item.empty() && item.back() == ' ')
+			item.pop_back();
+		if (item.empty())
+			throw std::invalid_argument("cache sizes '" + list + "': empty item; separate sizes with single commas, e.g. 10%,20%");
+		texts.push_back(item);
+		size_t digits = 0;
+		while (digits < item.size() && std::isdigit(static_cast<unsigned char>(item[digits])))
+			digits++;
+		std::string unit = item.substr(digits);
+		while (!unit.empty() && unit.front() == ' ')
+			unit.erase(0, 1);
+		if (digits > 0 && digits == item.size())
+			throw std::invalid_argument("cache size '" + item + "': a plain number is ambiguous; write " + item +
+						    "blocks for 4 KiB blocks, or a unit (" + item + "KiB, " + item + "MB) for bytes");
+		if (digits > 0 && (unit == "blocks" || unit == "block")) {
+			if (item.find_first_not_of('0') >= digits)
+				throw std::invalid_argument("cache size '" + item + "': a cache needs at least one block");
+			item = item.substr(0, digits);
+		}
+		plain += (texts.size() == 1 ? "" : ",") + item;
+	}
+	if (list.empty() || list.back() == ',')
+		throw std::invalid_argument("cache sizes '" + list + "': empty item; separate sizes with single commas, e.g. 10%,20%");
+	std::vector<CacheSize> sizes = parse_cache_sizes(plain);
+	for (size_t i = 0; i < sizes.size() && i < texts.size(); i++)
+		sizes[i].text = texts[i];
+	return sizes;
+}
+
 // A one-line progress bar on stderr, redrawn in place and cleared by done().
 class Progress {
 public:
@@ -117,6 +164,8 @@ template <typename Fn> void write_output(const std::string &path, Fn fn)
 	if (path == "-") {
 		fn(std::cout);
 		std::cout.flush();
+		if (!std::cout)
+			throw std::system_error(errno ? errno : EIO, std::generic_category(), "cannot write to stdout");
 		return;
 	}
 	std::ofstream out(path);
@@ -135,13 +184,17 @@ int run(int argc, char **argv)
 	// clang-format off
 	opts.add_options()
 		("help,h", "show this help")
-		("format,f", po::value<std::string>()->default_value("auto")->value_name("FMT"),
-		 "trace format: auto, native, strace, oracleGeneral, csv")
+		("version", "print the version")
+		("from,f", po::value<std::string>()->default_value("auto")->value_name("FMT"),
+		 "trace format: auto, native, strace, oracleGeneral, csv (also --format)")
 		("policies,p", po::value<std::string>()->default_value("all")->value_name("LIST"),
 		 "comma-separated policies to replay, or all")
 		("sizes,s", po::value<std::string>()->default_value("10%,20%,...,100%")->value_name("LIST"),
-		 "comma-separated cache sizes: N% of the footprint, a size (64MiB, 1GB), or a plain number of "
-		 "4 KiB blocks")
+		 "comma-separated cache sizes: N% of the footprint, a size in bytes with its unit (64MiB, 1GB), or "
+		 "N blocks of 4 KiB (1000blocks); a plain number is refused, since other tools read it as bytes")
+		("max-memory", po::value<std::string>()->default_value("auto")->value_name("SIZE"),
+		 "refuse a trace whose requests (32 bytes per block access) would need more than SIZE; auto: half "
+		 "the available memory")
 		("jobs,j", po::value<unsigned>()->default_value(cores)->value_name("N"),
 		 "replays run in parallel (default: the number of cores)")
 		("hot-reserve", po::value<double>()->default_value(0.05, "0.05")->value_name("F"),
@@ -163,7 +216,7 @@ int run(int argc, char **argv)
 		 "progress bar on stderr: auto (when stderr is a terminal), always, never");
 	// clang-format on
 	po::options_description hidden;
-	hidden.add_options()("trace", po::value<std::vector<std::string>>());
+	hidden.add_options()("trace", po::value<std::vector<std::string>>())("format", po::value<std::string>());
 	po::options_description all;
 	all.add(opts).add(hidden);
 	po::positional_options_description pos;
@@ -176,6 +229,12 @@ int run(int argc, char **argv)
 	} catch (const po::error &e) {
 		throw Usage(std::string(e.what()) + " (see --help)");
 	}
+	if (vm.count("version")) {
+		std::cout << "llmreplay " LLMCACHE_TOOLS_VERSION "\n" << std::flush;
+		if (!std::cout)
+			throw std::system_error(errno ? errno : EIO, std::generic_category(), "cannot write to stdout");
+		return 0;
+	}
 	if (vm.count("help")) {
 		std::cout << "Usage: llmreplay TRACE [options]\n\n"
 			     "Replay a block-access trace through cache policies at several cache sizes and print the\n"
@@ -183,7 +242,8 @@ int run(int argc, char **argv)
 			     "data-fetch latency model. TRACE is a native, strace, oracleGeneral or CSV trace, or - for\n"
 			     "stdin.\n\n"
 			  << opts
-			  << "\nExit status: 0 on success, 1 when the trace cannot be read or is malformed, 2 on bad options.\n"
+			  << "\nExit status: 0 on success, 1 when the trace cannot be read, is malformed or needs more than\n"
+			     "--max-memory, or an output cannot be written; 2 on bad options.\n"
 			     "\nEXAMPLES\n"
 			     "  llmreplay app.trace\n"
 			     "      every policy at 10%..100% of the trace's footprint\n"
@@ -191,7 +251,7 @@ int run(int argc, char **argv)
 			     "      three policies at three sizes, plotted like the paper's Figure 4\n"
 			     "  llmreplay app.csv -p llm --latency --latency-svg fig5.svg\n"
 			     "      data-fetch latency at 100, 200, 500 and 1000 MB/s (Figure 5)\n"
-			     "  llmreplay strace.log -f strace -s 5%,10%,20% --csv out.csv --json\n"
+			     "  llmreplay strace.log --from strace -s 5%,10%,1000blocks --csv out.csv --json\n"
 			     "      results as CSV in out.csv and as JSON on stdout\n";
 		return 0;
 	}
@@ -209,10 +269,25 @@ int run(int argc, char **argv)
 	const std::vector<std::string> policies = parse_policies(vm["policies"].as<std::string>());
 	std::vector<CacheSize> sizes;
 	try {
-		sizes = vm["sizes"].defaulted() ? default_cache_sizes() : parse_cache_sizes(vm["sizes"].as<std::string>());
+		sizes = vm["sizes"].defaulted() ? default_cache_sizes() : parse_sizes(vm["sizes"].as<std::string>());
 	} catch (const std::invalid_argument &e) {
 		throw Usage(std::string("--sizes: ") + e.what());
 	}
+	for (const CacheSize &cs : sizes)
+		if (cs.kind == CacheSize::Kind::bytes && cs.value < LLMCACHE_BLOCK_SIZE)
+			throw Usage("--sizes: cache size '" + cs.text + "' is less than one 4 KiB block");
+	uint64_t max_memory = trace::available_memory() / 2;
+	if (const std::string &m = vm["max-memory"].as<std::string>(); m != "auto") {
+		try {
+			max_memory = units::parse_bytes(m);
+		} catch (const std::invalid_argument &e) {
+			throw Usage(std::string("--max-memory: ") + e.what());
+		}
+		if (max_memory < sizeof(Request))
+			throw Usage("--max-memory: '" + m + "' is less than one request (" + std::to_string(sizeof(Request)) + " bytes)");
+	}
+	if (max_memory == 0)
+		max_memory = UINT64_MAX; // unknown: no bound
 	const unsigned jobs = vm["jobs"].as<unsigned>();
 	if (jobs == 0)
 		throw Usage("--jobs must be at least 1");
@@ -247,13 +322,15 @@ int run(int argc, char **argv)
 	if (progress_mode != "auto" && progress_mode != "always" && progress_mode != "never")
 		throw Usage("--progress must be auto, always or never, not '" + progress_mode + "'");
 	Progress progress(progress_mode == "always" || (progress_mode == "auto" && isatty(STDERR_FILENO)));
-	const std::string format_opt = vm["format"].as<std::string>();
+	if (vm.count("format") && !vm["from"].defaulted())
+		throw Usage("give the format once: --from (or its old name --format)");
+	const std::string format_opt = vm.count("format") ? vm["format"].as<std::string>() : vm["from"].as<std::string>();
 	std::optional<trace::Format> format;
 	if (format_opt != "auto") {
 		try {
 			format = trace::parse_format(format_opt);
 		} catch (const std::invalid_argument &e) {
-			throw Usage(std::string("--format: ") + e.what());
+			throw Usage(std::string("--from: ") + e.what());
 		}
 	}
 
@@ -263,7 +340,10 @@ int run(int argc, char **argv)
 	try {
 		const trace::Format f = format ? *format : trace::detect_format(path);
 		format_name = trace::format_name(f);
-		std::unique_ptr<trace::Reader> reader = trace::open_reader(path, f);
+		std::unique_ptr<trace::Reader> reader = trace::limit_blocks(
+			trace::open_reader(path, f), path == "-" ? "<stdin>" : path, max_memory / sizeof(Request),
+			"the replay needs " + std::to_string(sizeof(Request)) + " bytes per block access and --max-memory is " +
+				units::format_bytes(max_memory) + "; raise --max-memory or replay a part of the trace");
 		t = load_trace(*reader, [&](uint64_t n) { progress.loading(n); });
 	} catch (const std::system_error &e) {
 		progress.clear();
@@ -309,10 +389,12 @@ int run(int argc, char **argv)
 		write_summary(std::cout, r);
 		write_tables(std::cout, r);
 		const double replays = double(r.accesses) * double(r.results.size());
+		std::cout.flush();
 		std::printf("\nreplayed %zu runs (%.1f M accesses) in %.2f s on %u threads: %.1f M accesses/s\n",
 			    r.results.size(), replays / 1e6, secs, std::min<unsigned>(jobs, unsigned(r.results.size())),
 			    secs > 0 ? replays / secs / 1e6 : 0.0);
-		std::fflush(stdout);
+		if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout)
+			throw std::system_error(errno ? errno : EIO, std::generic_category(), "cannot write the results to stdout");
 	}
 	if (vm.count("json"))
 		write_output(vm["json"].as<std::string>(), [&](std::ostream &os) { write_json(os, r); });

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: MIT
 // llmtrace stat: what a trace contains (records, files, footprint) and what the policy core makes of it:
 // every block access goes through llc_access(), then the sequences per class and the loops (length N,
-// iterations, period) are reported.
+// iterations, period) are reported. A write error on stdout (a full disk, /dev/full) is an error: the
+// exit status says the summary was lost.
 #include <boost/program_options.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -14,6 +17,7 @@
 extern "C" {
 #include "core/core.h"
 }
+#include "progress.hpp"
 #include "sim/flat_map.hpp"
 #include "sim/policy.hpp"
 #include "trace/trace.hpp"
@@ -55,12 +59,14 @@ std::string json_string(const std::string &s)
 
 int cmd_stat(int argc, char **argv)
 {
-	std::string in, from = "auto";
+	std::string in, from = "auto", progress = "auto";
 	unsigned max_loops = 10;
 	po::options_description opts("Options");
 	opts.add_options()
 		("help,h", "show this help")
-		("from", po::value(&from)->default_value(from), "input format: auto, native, strace, csv or oracleGeneral")
+		("from,f", po::value(&from)->default_value(from), "input format: auto, native, strace, csv or oracleGeneral")
+		("progress", po::value(&progress)->default_value(progress),
+		 "progress on stderr: auto (when stderr is a terminal), always or never")
 		("loops", po::value(&max_loops)->default_value(max_loops), "list at most this many loops, longest first")
 		("json", "print the summary as JSON");
 	po::options_description hidden;
@@ -80,12 +86,26 @@ int cmd_stat(int argc, char **argv)
 				  << opts
 				  << "\nEXAMPLES\n"
 				     "  llmtrace stat app.trace\n"
-				     "  llmtrace stat app.strace --json\n";
+				     "  llmtrace stat app.strace --json\n"
+				     "\nExit status: 0 on success, 1 when the trace cannot be read or is malformed or the summary\n"
+				     "cannot be written, 2 on bad options.\n";
 			return 0;
 		}
 		if (in.empty())
 			throw po::error("give the trace: llmtrace stat TRACE");
+		if (from != "auto")
+			trace::parse_format(from);
 	} catch (const po::error &e) {
+		std::fprintf(stderr, "llmtrace stat: %s (see llmtrace stat --help)\n", e.what());
+		return 2;
+	} catch (const std::invalid_argument &e) {
+		std::fprintf(stderr, "llmtrace stat: --from: %s (see llmtrace stat --help)\n", e.what());
+		return 2;
+	}
+	std::unique_ptr<llmtrace::Progress> bar;
+	try {
+		bar = std::make_unique<llmtrace::Progress>(progress, in);
+	} catch (const std::invalid_argument &e) {
 		std::fprintf(stderr, "llmtrace stat: %s (see llmtrace stat --help)\n", e.what());
 		return 2;
 	}
@@ -131,13 +151,23 @@ int cmd_stat(int argc, char **argv)
 			records++;
 			blocks += a.nr_blocks;
 			per_op[a.op < LLMCACHE_NR_OPS ? a.op : 0]++;
+			bar->update(records, *r);
 		}
+		bar->clear();
 		paths = r->paths();
 		notes = r->notes();
 	} catch (const std::exception &e) {
+		bar->clear();
 		std::fprintf(stderr, "llmtrace stat: %s\n", e.what());
 		return 1;
 	}
+	// Whether the summary reached stdout: printf buffers, so a full disk shows at the flush.
+	auto flushed = [] {
+		if (std::fflush(stdout) == 0 && !std::ferror(stdout))
+			return 0;
+		std::fprintf(stderr, "llmtrace stat: failed to write the summary to stdout: %s\n", std::strerror(errno));
+		return 1;
+	};
 
 	std::vector<Loop> loops;
 	for (uint16_t id = llc_first(core, LLMCACHE_CLASS_LOOP); id; id = llc_next(core, id)) {
@@ -181,7 +211,7 @@ int cmd_stat(int argc, char **argv)
 				    (unsigned long long)loops[i].n, (unsigned long long)loops[i].iterations,
 				    (unsigned long long)loops[i].period_vt, (unsigned long long)loops[i].period_ns);
 		std::printf("]}\n");
-		return 0;
+		return flushed();
 	}
 	std::printf("%s: %llu records, %llu block accesses (%llu reads, %llu writes, %llu mmap faults) over %s\n",
 		    in.c_str(), (unsigned long long)records, (unsigned long long)blocks, (unsigned long long)per_op[0],
@@ -208,5 +238,5 @@ int cmd_stat(int argc, char **argv)
 			    l.period_ns ? units::format_duration(l.period_ns).c_str() : "-");
 	for (const auto &note : notes)
 		std::printf("note: %s\n", note.c_str());
-	return 0;
+	return flushed();
 }

@@ -1,14 +1,19 @@
 // SPDX-License-Identifier: MIT
 // llmworkload: generate the paper's on-device LLM app workloads or a parametric decoder, as a trace
-// (--trace) or as real I/O on real files (--dir, optionally tracing exactly what it did).
+// (--trace) or as real I/O on real files (--dir, optionally tracing exactly what it did). Whatever it
+// prints on stdout (--layout, the summary, gguf's description) is checked at exit: a write error there
+// is exit status 1, not results lost silently.
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include <boost/program_options.hpp>
 
+#include "../llmtrace/version.hpp"
 #include "trace/trace.hpp"
 #include "util/units.hpp"
 #include "workload/gguf.hpp"
@@ -31,7 +36,8 @@ Commands:
 
 app and decoder either write its accesses as a trace (--trace FILE [--format F]) or performs them as real
 I/O on files it creates in a directory (--dir DIR), tracing exactly what it did when --trace is given too.
-Run `llmworkload COMMAND --help` for the options of a command. Documentation/workloads.md has the details.
+Run `llmworkload COMMAND --help` for the options of a command, `llmworkload --version` for the version.
+Documentation/workloads.md has the details. Sizes take a unit (64MiB, 1GB); a plain number is bytes.
 
 EXAMPLES
   llmworkload app ai-notes --trace ai-notes.trace
@@ -318,6 +324,15 @@ int run(const std::string &cmd, const std::vector<std::string> &args)
 	return 0;
 }
 
+// 0 when everything printed on stdout reached it, else 1 with a message.
+int stdout_written(const char *cmd)
+{
+	if (std::fflush(stdout) == 0 && !std::ferror(stdout))
+		return 0;
+	std::fprintf(stderr, "llmworkload %s: failed to write to stdout: %s\n", cmd, std::strerror(errno ? errno : EIO));
+	return 1;
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -327,6 +342,10 @@ int main(int argc, char **argv)
 		std::fputs(usage, args.empty() ? stderr : stdout);
 		return args.empty() ? 2 : 0;
 	}
+	if (args[0] == "--version") {
+		std::printf("llmworkload %s\n", LLMCACHE_TOOLS_VERSION);
+		return stdout_written("--version");
+	}
 	std::string cmd = args[0];
 	args.erase(args.begin());
 	if (cmd != "app" && cmd != "decoder" && cmd != "gguf") {
@@ -335,7 +354,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	try {
-		return run(cmd, args);
+		int rc = run(cmd, args);
+		return rc ? rc : stdout_written(cmd.c_str());
 	} catch (const po::error &e) {
 		std::fprintf(stderr, "llmworkload %s: %s (see llmworkload %s --help)\n", cmd.c_str(), e.what(), cmd.c_str());
 		return 2;
