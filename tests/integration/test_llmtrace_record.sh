@@ -13,7 +13,7 @@
 #   not fault again, so records cannot match W's touches one for one. What must hold: the blocks the
 #   mmap-fault records cover are exactly the blocks W touched through the mapping (here: the whole weights
 #   file), warm and cold cache alike.
-# Also: -p and -- CMD record no other process, children are followed, -c follows a cgroup v2 directory
+# Also: -p and -- CMD record no other process, -- CMD nothing of llmtrace before the exec, children are followed, -c follows a cgroup v2 directory
 # only, --min-size and --path-prefix leave files out, a tiny ring loses events and says so, Ctrl-C stops
 # cleanly.
 set -euo pipefail
@@ -228,6 +228,15 @@ files_of "$tmp/wf.csv" >"$tmp/keys"
 ops_of "$tmp/wf.csv" read "$tmp/keys" >"$tmp/w.reads"
 ops_of "$tmp/f.csv" read "$tmp/keys" >"$tmp/r.reads"
 check "-- CMD: every read of the followed child" cmp -s "$tmp/w.reads" "$tmp/r.reads"
+# Issue 19: the forked child ran llmtrace's own code (its binary, libstdc++) before its exec and was
+# recorded; CMD starts at its first instruction now. cat is C: no file of llmtrace's is CMD's.
+head -c 1048576 /dev/urandom >"$tmp/cat.in"
+"$T" record -q --format csv -o "$tmp/cat.csv" -- cat "$tmp/cat.in" >/dev/null 2>"$tmp/rec.err"
+check "-- CMD: the command's own reads are there" grep -q ",read,$tmp/cat.in$" "$tmp/cat.csv"
+check "-- CMD: nothing of llmtrace before the exec ($(grep -E "$(readlink -f "$T")\$|libstdc\+\+" "$tmp/cat.csv" | head -n 2))" \
+	test -z "$(grep -E "$(readlink -f "$T")\$|libstdc\+\+" "$tmp/cat.csv")"
+"$T" record -q -o "$tmp/x.trace" -- /nonexistent/cmd 2>"$tmp/rec.err" && st=0 || st=$?
+check "-- CMD that cannot run: status 127 and why ($st)" test "$st" = 127 -a -n "$(grep 'failed to run /nonexistent/cmd' "$tmp/rec.err")"
 
 # The processes below start once the recorder says it is recording (its first line on stderr).
 ready() { printf 'while ! grep -qs "recording with" %q; do sleep 0.05; done; ' "$1"; }

@@ -2,6 +2,14 @@
 // llmtrace record: follow a process (-p), a cgroup (-c) or a command it starts (-- CMD) through the BPF
 // feed (bpf/feed.hpp) and write what it reports into a trace, files named before their first access.
 // Stops on SIGINT/SIGTERM, when CMD exits or when PID is gone.
+//
+// CMD is recorded from its first instruction and not before: the forked child is a copy of llmtrace,
+// and between fork and exec it faults in llmtrace's own pages (its binary, libc, libstdc++), which are
+// no part of CMD. So the child asks to be traced (PTRACE_TRACEME) and execs at once; the kernel stops it
+// after the exec, the feed starts following it there, and PTRACE_DETACH lets it run. Where ptrace is
+// not allowed (a seccomp filter), the child waits on a pipe before its exec instead and the trace starts
+// with those pages; the child says which way it went over a status pipe.
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -146,29 +154,46 @@ int cmd_record(int argc, char **argv)
 	if (vm.count("pid") && (!pid || !alive(pid)))
 		return usage_error("-p " + std::to_string(pid) + ": no such process");
 
-	// Start CMD stopped on a pipe, so that it is followed from its first instruction.
-	int go[2] = {-1, -1};
+	// Start CMD stopped right after its exec (or, without ptrace, before it on a pipe).
+	int go[2] = {-1, -1}, status_pipe[2] = {-1, -1};
 	pid_t child = 0;
+	bool traced = false;
 	if (!cmd.empty()) {
-		if (pipe2(go, O_CLOEXEC))
+		if (pipe2(go, O_CLOEXEC) || pipe2(status_pipe, O_CLOEXEC))
 			return std::perror("llmtrace: pipe"), 1;
 		child = fork();
 		if (child < 0)
 			return std::perror("llmtrace: fork"), 1;
 		if (child == 0) {
-			char c;
 			close(go[1]);
-			if (read(go[0], &c, 1) != 1)
-				_exit(127);
+			close(status_pipe[0]);
 			std::vector<char *> args;
 			for (auto &a : cmd)
 				args.push_back(a.data());
 			args.push_back(nullptr);
+			char c = ptrace(PTRACE_TRACEME, 0, nullptr, nullptr) == 0 ? 't' : 'p';
+			if (write(status_pipe[1], &c, 1) != 1)
+				_exit(127);
+			if (c == 'p' && read(go[0], &c, 1) != 1)
+				_exit(127);
 			execvp(args[0], args.data());
 			std::fprintf(stderr, "llmtrace: failed to run %s: %s\n", args[0], std::strerror(errno));
 			_exit(127);
 		}
 		close(go[0]);
+		close(status_pipe[1]);
+		char c = 0;
+		if (read(status_pipe[0], &c, 1) != 1)
+			c = 0;
+		close(status_pipe[0]);
+		if (c == 't') {
+			int st = 0;
+			if (waitpid(child, &st, 0) != child || !WIFSTOPPED(st)) {
+				close(go[1]);
+				return WIFEXITED(st) ? WEXITSTATUS(st) : 127; // the exec failed and the child said why
+			}
+			traced = true;
+		}
 		fo.pid = uint32_t(child);
 	}
 
@@ -192,9 +217,10 @@ int cmd_record(int argc, char **argv)
 		sigaction(SIGINT, &sa, nullptr);
 		sigaction(SIGTERM, &sa, nullptr);
 		if (child) {
-			if (write(go[1], "g", 1) != 1)
-				throw std::runtime_error("failed to start the command");
+			if (traced ? ptrace(PTRACE_DETACH, child, nullptr, nullptr) != 0 : write(go[1], "g", 1) != 1)
+				throw std::runtime_error(std::string("failed to start the command: ") + std::strerror(errno));
 			close(go[1]);
+			go[1] = -1;
 		}
 		bool quiet = vm.count("quiet");
 		if (!quiet)
