@@ -9,6 +9,11 @@
 #include "feed.hpp"
 #endif
 
+#include <linux/magic.h>
+#include <signal.h>
+#include <sys/statfs.h>
+
+#include <cerrno>
 #include <climits>
 #include <cstring>
 #include <cstdlib>
@@ -126,6 +131,13 @@ int BpfMode::start(const BpfModeConfig &c, std::function<void(const std::string 
 	}
 	if (c.manage.empty() && c.pids.empty() && c.cgroup.empty())
 		return err = "--mode=bpf needs the files to manage: --manage PATH, --pid PID or --cgroup DIR", -EINVAL;
+	// Checked here, not at the first event: a wrong target would otherwise serve nothing, silently.
+	for (uint32_t pid : c.pids)
+		if (pid == 0 || pid > 4194304 || (kill(pid_t(pid), 0) < 0 && errno == ESRCH))
+			return err = "--pid " + std::to_string(pid) + ": no such process (a process id is 1-4194304; start the "
+				     "engine first, or follow its cgroup with --cgroup)", -ESRCH;
+	if (struct statfs fs; !c.cgroup.empty() && (statfs(c.cgroup.c_str(), &fs) < 0 || fs.f_type != CGROUP2_SUPER_MAGIC))
+		return err = "--cgroup " + c.cgroup + ": not a cgroup v2 directory (e.g. /sys/fs/cgroup/NAME)", -EINVAL;
 #ifndef LLMCACHED_WITH_BPF
 	(void)min_size, (void)ring;
 	return err = "this llmcached was built without BPF support (scripts/install-deps.sh bpf, then rebuild)", -ENOTSUP;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # llmcachectl size: the paper's worked examples (section 4.2) come out, in text and JSON, and bad input
-# is rejected with a message that names it.
+# is rejected with a message that names it, arithmetic that would overflow is refused, and an output
+# that cannot be written (> /dev/full) fails the command.
 set -euo pipefail
 B=${LLMCACHE_BIN:?LLMCACHE_BIN is not set}/llmcachectl
 fails=0
@@ -80,6 +81,23 @@ bad "extra" --device watch extra
 bad "--bw" --cache 64MiB
 bad "larger than the cache" --cache 64MiB --hot 128MiB --bw 1GB/s
 bad "--loop" --bw 1GB/s
+# Arithmetic that would wrap around 64 bits is refused, not printed wrong (BW*T wrapped to 107943426
+# blocks for 1 TB/s x 76 s, where 70 s gives 17089843750).
+bad "--bw 1TB/s x --t 76s is beyond" --cache 1GiB --bw 1TB/s --t 76s
+bad "--bw 1TB/s x --t 76s is beyond" --loop 1GB --bw 1TB/s --t 76s
+check "1 TB/s x 70 s still computes" has "$("$B" size --cache 1GiB --bw 1TB/s --t 70s)" "BW*T = 17089843750 blocks"
+bad "--loop 5000000TiB is more than 4 EiB" --loop 5000000TiB --bw 1GB/s
+bad "stall per iteration" --loop 4000000TiB --cache 1MiB --bw 4096B/s
+
+# Output that cannot be written fails the command: results must not be lost silently.
+if err=$("$B" size --device watch 2>&1 >/dev/full); then
+	echo "FAIL: size > /dev/full exited 0"; fails=$((fails + 1))
+elif ! has "$err" "cannot write the output"; then
+	echo "FAIL: size > /dev/full: '$err'"; fails=$((fails + 1))
+fi
+if "$B" size --device watch --json >/dev/full 2>/dev/null; then
+	echo "FAIL: size --json > /dev/full exited 0"; fails=$((fails + 1))
+fi
 
 if [ "$fails" -ne 0 ]; then echo "$fails check(s) failed"; exit 1; fi
 echo "llmcachectl size: all checks passed"

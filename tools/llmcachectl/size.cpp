@@ -8,6 +8,7 @@
  * the deficit and the stall per iteration. The arithmetic is the policy core's (core.h), in 4 KiB blocks.
  * Documentation/sizing.md works through the paper's examples.
  */
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -133,6 +134,26 @@ int size(int argc, char **argv)
 	if (!bw_blocks)
 		throw po::error("--bw: '" + bw + "' is less than one 4 KiB block per second");
 	uint64_t t_ns = parse("t", t, units::parse_duration_ns);
+	// Nothing may wrap silently. The core computes BW*T as blocks/s x ns in 64 bits (exact below 2^64,
+	// e.g. 1.8e9 blocks/s at T = 10 s): checked here in 128 bits first. The cache and the loop are held
+	// to 4 EiB each, so their sums with BW*T, in bytes, stay within 64 bits too.
+	constexpr uint64_t limit = 1ull << 62;
+	if ((unsigned __int128)bw_blocks * t_ns + 1'000'000'000u > UINT64_MAX)
+		throw po::error("--bw " + bw + " x --t " + t + " is beyond what the sizing rule computes exactly (BW in "
+				"4 KiB blocks/s times T in ns must stay below 2^64, e.g. 1.8e9 blocks/s at T = 10 s): lower "
+				"--bw or --t");
+	for (const auto &s : scen)
+		if (s.cache > limit)
+			throw po::error("--cache " + units::format_bytes(s.cache) + " is more than 4 EiB");
+	if (n_bytes && *n_bytes > limit)
+		throw po::error("--loop " + loop + " is more than 4 EiB");
+	for (const auto &s : scen) { // the stall, (N - S)/BW in ns, must fit in 64 bits too
+		const uint64_t n = n_bytes ? (*n_bytes + block - 1) / block : 0, hot_blocks = (s.hot + block - 1) / block;
+		const uint64_t s_blocks = have_cache ? s.cache / block - hot_blocks : 0;
+		if (have_cache && n > s_blocks &&
+		    (unsigned __int128)(n - s_blocks) * 1'000'000'000u / bw_blocks > UINT64_MAX - t_ns)
+			throw po::error("the stall per iteration of this loop is beyond 500 years: is --bw " + bw + " right?");
+	}
 	uint64_t bwt = llc_size_max_loop(0, bw_blocks, t_ns); // floor(BW*T)
 
 	if (json)
