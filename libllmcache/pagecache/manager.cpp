@@ -3,15 +3,19 @@
 
 #include "pagecache/scan_drop.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
 namespace llmcache::pagecache {
 
@@ -216,7 +220,70 @@ void Manager::measure_engine(uint64_t now_ns)
 	for (uint32_t pid : pids_)
 		code += mapped_file_bytes(pid_t(pid), managed);
 	code_readings_[code_at_++ % CODE_READINGS] = code;
-	code_ = *std::max_element(std::begin(code_readings_), std::end(code_readings_));
+	lock_engine_code(managed);
+	// Locked code is not evicted, and stays mapped: once there is some, the last reading is what the
+	// engines keep.
+	code_ = engine_code_locked() ? code : *std::max_element(std::begin(code_readings_), std::end(code_readings_));
+}
+
+// The engines' own code, once a mapped file's loop runs: the blocks of their other mapped files that are
+// present in their page tables join what is locked, and stay until every engine has exited. An eighth of
+// the limit at most; the budget leaves the room already (code_ counts every present page).
+void Manager::lock_engine_code(const FileIds &managed)
+{
+	const bool running = std::any_of(files_.begin(), files_.end(), [](const File &f) {
+		return f.mapped && (f.iterations >= 2 || f.looping);
+	});
+	if (!running || memcg_limit_ == UINT64_MAX)
+		return;
+	for (uint32_t pid : pids_) {
+		const std::string proc = "/proc/" + std::to_string(pid);
+		std::ifstream in(proc + "/maps");
+		std::stringstream maps;
+		maps << in.rdbuf();
+		const int pagemap = ::open((proc + "/pagemap").c_str(), O_RDONLY | O_CLOEXEC);
+		if (pagemap < 0)
+			continue;
+		for (const FileMapping &m : file_mappings(maps.str())) {
+			if (m.offset % BS || std::any_of(managed.begin(), managed.end(), [&](const auto &x) {
+				    return x.first == m.dev && x.second == m.inode;
+			    }))
+				continue;
+			auto c = std::find_if(code_files_.begin(), code_files_.end(), [&](const CodeFile &x) {
+				return x.pf->dev() == m.dev && x.pf->inode() == m.inode;
+			});
+			if (c == code_files_.end()) {
+				char name[64];
+				std::snprintf(name, sizeof(name), "/map_files/%lx-%lx", (unsigned long)m.start, (unsigned long)m.end);
+				std::unique_ptr<PinnedFile> pf;
+				std::string err;
+				if (PinnedFile::open(proc + name, pf, err) < 0)
+					continue; // unmapped meanwhile, or not a regular file
+				code_files_.push_back({std::move(pf), {}});
+				c = code_files_.end() - 1;
+			}
+			std::vector<Range> present;
+			if (present_blocks(pagemap, m, present) == 0)
+				c->want = union_of(c->want, present);
+		}
+		::close(pagemap);
+	}
+	uint64_t locked = engine_code_locked();
+	const uint64_t cap = memcg_limit_ / 8 / BS;
+	std::string err;
+	for (CodeFile &c : code_files_) {
+		const uint64_t before = c.pf->locked();
+		c.pf->apply(c.want, cap > locked ? cap - locked : 0, err);
+		locked += c.pf->locked() - before;
+	}
+}
+
+uint64_t Manager::engine_code_locked() const
+{
+	uint64_t n = 0;
+	for (const CodeFile &c : code_files_)
+		n += c.pf->locked();
+	return n;
 }
 
 // The pins stay (a restarted engine maps the head whole at once) and so does the cgroup's cap; what
@@ -224,6 +291,7 @@ void Manager::measure_engine(uint64_t now_ns)
 void Manager::engines_exited()
 {
 	prefetcher_.reset();
+	code_files_.clear();
 	std::fill(std::begin(code_readings_), std::end(code_readings_), code_);
 	for (File &f : files_) // the loop's iterations and period stay, as the core's do
 		f.position = f.asked_to = UINT64_MAX, f.populated_to = 0, f.iter_start_ns = 0, f.tail_spans.clear();
@@ -567,6 +635,7 @@ std::string Manager::status(const FeedInfo &feed) const
 			  kv("memcg_limit", memcg_limit_ == UINT64_MAX ? 0 : memcg_limit_) +
 			  kv("vm_locked", vm_locked_bytes()) + kv("scan_idle_ns", o_.scan_idle_ns) +
 			  kv("engine_anon", usage_.anon) + kv("engine_code", code_) +
+			  kv("engine_code_locked", engine_code_locked() * BS) +
 			  kv("prefetch_window", o_.prefetch ? window_bytes() : 0) + "\n";
 	const uint64_t misses = std::min(feed.inserted, st[LLMCACHE_STAT_ACCESSES]);
 	out += "stats" + kv("accesses", st[LLMCACHE_STAT_ACCESSES]) + kv("hits", st[LLMCACHE_STAT_ACCESSES] - misses) +

@@ -18,6 +18,8 @@
  *   a window after the engine's position (llc_plan_position), wrapping round to the next iteration
  *   (llc_plan_prefetch), is read in and locked until the engine has passed it
  *   (Documentation/design/planner.md);
+ * - the code an mmap engine keeps using (its binary and libraries, present in its page tables once its
+ *   loop runs) is locked too, within the room the budget leaves for it (engine_code.hpp);
  * - when every engine has exited, the pins stay within the cap of its cgroup, for the next engine.
  * Managed files are the ones named at start (manage) and, in automatic mode, every file the feed names
  * (the feed applies the pid / cgroup and minimum-size filters). tick() applies the plan and the drops;
@@ -26,6 +28,7 @@
  * Not thread-safe: the caller serialises.
  */
 #pragma once
+#include "pagecache/engine_code.hpp"
 #include "pagecache/memcg.hpp"
 #include "pagecache/pinned_file.hpp"
 #include "pagecache/prefetcher.hpp"
@@ -85,6 +88,7 @@ public:
 
 	std::string status(const FeedInfo &feed) const;
 	uint64_t pinned_blocks() const;
+	uint64_t engine_code_locked() const; // blocks of the engines' code locked
 	uint64_t budget_blocks() const; // the pin budget after the memcg cap
 	std::function<void(const std::string &)> log = [](const std::string &) {};
 
@@ -122,6 +126,7 @@ private:
 	uint64_t window_bytes() const; // the read-ahead window of an mmap engine
 	bool any_mapped() const;
 	void measure_engine(uint64_t now_ns); // usage_ and code_
+	void lock_engine_code(const FileIds &managed);
 	void engines_exited();
 	std::vector<std::vector<Range>> plan_heads(uint64_t budget);
 	std::vector<Range> window_of(const File &f) const;
@@ -145,6 +150,11 @@ private:
 	static constexpr uint32_t CODE_READINGS = 5;
 	uint64_t code_ = 0, last_measure_ns_ = 0; // the engines' mapped code and libraries, bytes
 	uint64_t code_readings_[CODE_READINGS] = {}, code_at_ = 0; // the last readings, one a second
+	struct CodeFile { // a file of the engines' own code (engine_code.hpp)
+		std::unique_ptr<PinnedFile> pf;
+		std::vector<Range> want; // every block the engines had present since their loop began
+	};
+	std::vector<CodeFile> code_files_;
 	std::unique_ptr<Prefetcher> prefetcher_;
 	bool prefetch_failed_ = false;
 	bool warned_mlock_ = false, warned_cold_ = false;

@@ -65,6 +65,23 @@ MemcgUsage memcg_usage(const std::string &dir)
 	return u;
 }
 
+std::vector<FileMapping> file_mappings(std::string_view maps)
+{
+	std::vector<FileMapping> out;
+	std::istringstream in{std::string(maps)};
+	for (std::string line; std::getline(in, line);) {
+		// "start-end perms offset major:minor inode [path]"
+		unsigned long long start, end, offset, inode;
+		unsigned ma, mi;
+		char perms[8];
+		if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %x:%x %llu", &start, &end, perms, &offset, &ma, &mi,
+				&inode) == 7 &&
+		    inode && end > start)
+			out.push_back({start, end, offset, makedev(ma, mi), inode});
+	}
+	return out;
+}
+
 uint64_t mapped_file_bytes(std::string_view smaps, const FileIds &exclude)
 {
 	std::istringstream in{std::string(smaps)};

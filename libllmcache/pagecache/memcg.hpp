@@ -30,6 +30,16 @@ struct MemcgUsage {
 };
 MemcgUsage memcg_usage(const std::string &dir);
 
+// One file mapping of a process: [start, end) of its address space maps the file (dev, inode) from
+// byte offset on.
+struct FileMapping {
+	uint64_t start = 0, end = 0, offset = 0;
+	dev_t dev = 0;
+	uint64_t inode = 0;
+};
+// The file mappings in a /proc/PID/maps text.
+std::vector<FileMapping> file_mappings(std::string_view maps);
+
 // The resident bytes of pid's file mappings (its binary, libraries, data files) other than the files in
 // exclude (st_dev, st_ino), in a /proc/PID/smaps text: the code an engine keeps hot besides its weights.
 using FileIds = std::vector<std::pair<dev_t, uint64_t>>;

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "pagecache/scan_drop.hpp"
 
+#include "pagecache/memcg.hpp"
+
 #include "../../include/uapi/llmcache.h"
 
 #include <fcntl.h>
@@ -25,22 +27,6 @@ namespace llmcache::pagecache {
 
 constexpr uint64_t BS = LLMCACHE_BLOCK_SIZE;
 
-std::vector<Mapping> find_mappings(std::string_view maps, unsigned major, unsigned minor, uint64_t inode)
-{
-	std::vector<Mapping> out;
-	std::istringstream in{std::string(maps)};
-	for (std::string line; std::getline(in, line);) {
-		unsigned long long start, end, offset, ino;
-		unsigned maj, min;
-		char perms[8];
-		if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %x:%x %llu", &start, &end, perms, &offset, &maj, &min,
-				&ino) == 7 &&
-		    maj == major && min == minor && ino == inode && end > start)
-			out.push_back({start, end, offset});
-	}
-	return out;
-}
-
 int drop_blocks(int fd, uint64_t first, uint64_t count)
 {
 	const int e = posix_fadvise(fd, off_t(first * BS), off_t(count * BS), POSIX_FADV_DONTNEED);
@@ -55,9 +41,10 @@ long cold_blocks(pid_t pid, dev_t dev, uint64_t inode, const std::vector<Range> 
 	std::stringstream text;
 	text << in.rdbuf();
 	std::vector<iovec> iov;
-	const std::vector<Mapping> maps = find_mappings(text.str(), major(dev), minor(dev), inode);
+	std::vector<FileMapping> maps = file_mappings(text.str());
+	std::erase_if(maps, [&](const FileMapping &m) { return m.dev != dev || m.inode != inode; });
 	for (const Range &r : ranges)
-		for (const Mapping &m : maps) {
+		for (const FileMapping &m : maps) {
 			const uint64_t a = std::max(r.first * BS, m.offset);
 			const uint64_t b = std::min((r.first + r.count) * BS, m.offset + (m.end - m.start));
 			if (a < b)

@@ -18,18 +18,9 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace llmcache::pagecache {
-
-// One mapping of a file in a process: [start, end) of its address space maps the file from offset.
-struct Mapping {
-	uint64_t start, end, offset;
-};
-
-// The mappings of the file (dev major:minor, inode) in a /proc/PID/maps text.
-std::vector<Mapping> find_mappings(std::string_view maps, unsigned major, unsigned minor, uint64_t inode);
 
 // posix_fadvise(DONTNEED) of blocks [first, first + count) of fd. Returns 0 or -errno.
 int drop_blocks(int fd, uint64_t first, uint64_t count);

@@ -4,6 +4,7 @@
 // real files (what llmcached --mode=bpf gets from the BPF feed).
 #include "cmocka_cpp.hpp"
 
+#include "pagecache/engine_code.hpp"
 #include "pagecache/manager.hpp"
 #include "pagecache/memcg.hpp"
 #include "pagecache/pinned_file.hpp"
@@ -70,18 +71,69 @@ uint64_t resident(const std::string &path)
 	return f->resident(0, f->blocks());
 }
 
-void find_mappings__maps_text__only_that_file_with_offsets(void **)
+void file_mappings__maps_text__every_file_mapping_with_offsets(void **)
 {
 	const char *maps = "7f0000000000-7f0000400000 r--s 00000000 fd:01 1234 /m/w.bin\n"
 			   "7f0000400000-7f0000401000 rw-p 00000000 00:00 0 \n"
 			   "7f1000000000-7f1000200000 r--s 00200000 fd:01 1234 /m/w.bin\n"
-			   "7f2000000000-7f2000001000 r--s 00000000 fd:02 1234 /other\n";
-	auto m = find_mappings(maps, 0xfd, 1, 1234);
-	assert_int_equal(m.size(), 2);
+			   "7f2000000000-7f2000001000 r-xp 00001000 fd:02 77 /usr/bin/node\n";
+	auto m = file_mappings(maps);
+	assert_int_equal(m.size(), 3); // the anonymous mapping left out
 	assert_int_equal(m[0].start, 0x7f0000000000ull);
 	assert_int_equal(m[0].end, 0x7f0000400000ull);
+	assert_int_equal(m[0].dev, makedev(0xfd, 1));
+	assert_int_equal(m[0].inode, 1234);
 	assert_int_equal(m[1].offset, 0x200000ull);
-	assert_int_equal(find_mappings(maps, 0xfd, 1, 99).size(), 0);
+	assert_int_equal(m[2].dev, makedev(0xfd, 2));
+	assert_int_equal(m[2].inode, 77);
+	assert_int_equal(m[2].offset, 0x1000);
+	assert_int_equal(file_mappings("garbage\n\n").size(), 0);
+}
+
+// The engine's code is locked where its page tables have it: pagemap of this process, which maps a
+// file from its second block and touches two of its pages.
+void present_blocks__own_pagemap__touched_blocks_only(void **)
+{
+	const std::string path = make_file("code.bin", 16);
+	const int fd = open(path.c_str(), O_RDONLY);
+	assert_true(fd >= 0);
+	auto *p = static_cast<volatile char *>(mmap(nullptr, 8 * BS, PROT_READ, MAP_SHARED, fd, BS));
+	assert_true(p != MAP_FAILED);
+	madvise(const_cast<char *>(p), 8 * BS, MADV_RANDOM); // no fault-around
+	(void)p[0];
+	(void)p[5 * BS];
+	const int pagemap = open("/proc/self/pagemap", O_RDONLY);
+	assert_true(pagemap >= 0);
+	const FileMapping m{uint64_t(uintptr_t(p)), uint64_t(uintptr_t(p)) + 8 * BS, BS, 0, 0};
+	std::vector<Range> present;
+	assert_int_equal(present_blocks(pagemap, m, present), 0);
+	// Fault-around may map the neighbours of a touched page; the touched ones are there, nothing past
+	// the mapping is, and block numbers are the file's.
+	uint64_t total = 0;
+	bool first = false, sixth = false;
+	for (const Range &r : present) {
+		assert_true(r.first >= 1 && r.first + r.count <= 9);
+		first |= r.first <= 1 && 1 < r.first + r.count;
+		sixth |= r.first <= 6 && 6 < r.first + r.count;
+		total += r.count;
+	}
+	assert_true(first && sixth);
+	assert_true(total <= 8);
+	close(pagemap);
+	munmap(const_cast<char *>(p), 8 * BS);
+	close(fd);
+}
+
+void union_of__overlapping_touching_and_apart__merged_sorted(void **)
+{
+	const auto u = union_of({{0, 4}, {10, 2}}, {{3, 3}, {12, 1}, {20, 1}});
+	assert_int_equal(u.size(), 3);
+	assert_int_equal(u[0].first, 0);
+	assert_int_equal(u[0].count, 6);
+	assert_int_equal(u[1].first, 10);
+	assert_int_equal(u[1].count, 3);
+	assert_int_equal(u[2].first, 20);
+	assert_int_equal(union_of({}, {}).size(), 0);
 }
 
 void memcg_dir__v1_v2_and_root__directory_or_none(void **)
@@ -231,7 +283,9 @@ void manager__unmanaged_and_missing_files__ignored_or_refused(void **)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(find_mappings__maps_text__only_that_file_with_offsets),
+		cmocka_unit_test(file_mappings__maps_text__every_file_mapping_with_offsets),
+		cmocka_unit_test(present_blocks__own_pagemap__touched_blocks_only),
+		cmocka_unit_test(union_of__overlapping_touching_and_apart__merged_sorted),
 		cmocka_unit_test(memcg_dir__v1_v2_and_root__directory_or_none),
 		cmocka_unit_test(mapped_file_bytes__smaps__file_mappings_other_than_excluded),
 		cmocka_unit_test(pinned_file_apply__plan_then_smaller_plan__locks_resident_planned_blocks_only),

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: MIT
+#include "pagecache/engine_code.hpp"
+
+#include "../../include/uapi/llmcache.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+namespace llmcache::pagecache {
+
+namespace {
+constexpr uint64_t BS = LLMCACHE_BLOCK_SIZE;
+constexpr uint64_t PRESENT = 1ull << 63; // a pagemap entry's bit: the page is in the page tables
+} // namespace
+
+int present_blocks(int pagemap_fd, const FileMapping &m, std::vector<Range> &out)
+{
+	constexpr uint64_t CHUNK = 4096; // entries per read
+	uint64_t entries[CHUNK];
+	const uint64_t pages = (m.end - m.start) / BS;
+	for (uint64_t at = 0; at < pages;) {
+		const uint64_t n = std::min(CHUNK, pages - at);
+		const ssize_t got = pread(pagemap_fd, entries, n * 8, off_t((m.start / BS + at) * 8));
+		if (got < 0)
+			return -errno;
+		if (got < ssize_t(n * 8))
+			return -EIO;
+		for (uint64_t i = 0; i < n; i++) {
+			if (!(entries[i] & PRESENT))
+				continue;
+			const uint64_t b = m.offset / BS + at + i;
+			if (!out.empty() && out.back().first + out.back().count == b)
+				out.back().count++;
+			else
+				out.push_back({b, 1});
+		}
+		at += n;
+	}
+	return 0;
+}
+
+std::vector<Range> union_of(const std::vector<Range> &a, const std::vector<Range> &b)
+{
+	std::vector<Range> all(a);
+	all.insert(all.end(), b.begin(), b.end());
+	std::sort(all.begin(), all.end(), [](const Range &x, const Range &y) { return x.first < y.first; });
+	std::vector<Range> out;
+	for (const Range &r : all) {
+		if (!out.empty() && r.first <= out.back().first + out.back().count)
+			out.back().count = std::max(out.back().first + out.back().count, r.first + r.count) - out.back().first;
+		else
+			out.push_back(r);
+	}
+	return out;
+}
+
+} // namespace llmcache::pagecache

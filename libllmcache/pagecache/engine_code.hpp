@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The engine's own code: its binary, its libraries and their data, as it maps them. When pins hold most
+ * of a memory cgroup, reclaim has little else to take than these pages, and each one the engine faults
+ * back in costs a whole read-around window (8 MiB on a disk whose read_ahead_kb is 8192): node-llama-cpp
+ * at a 650 MiB limit re-read its 94 MiB node binary 18 times in 10 tokens. So the manager locks the blocks
+ * of these files that the engine has present in its page tables (/proc/PID/pagemap) once it runs its
+ * loop: by then the pressure has taken back what it touched only at start-up, and what is present is
+ * what it keeps using. The room is already outside the pin budget, which subtracts the engine's mapped
+ * code (mapped_file_bytes()).
+ */
+#pragma once
+#include "pagecache/memcg.hpp"
+#include "pagecache/pinned_file.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace llmcache::pagecache {
+
+// The blocks of m's file that the process whose /proc/PID/pagemap is open as pagemap_fd has present in
+// its page tables, as sorted runs appended to out. Returns 0 or -errno.
+int present_blocks(int pagemap_fd, const FileMapping &m, std::vector<Range> &out);
+
+// The runs of a and b together, sorted and disjoint (a and b each sorted).
+std::vector<Range> union_of(const std::vector<Range> &a, const std::vector<Range> &b);
+
+} // namespace llmcache::pagecache
