@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The KV service (the Server behind llmcached) with the C client API over a real Unix socket: a round
 // trip that matches a local KvStore, client isolation by connection and by uid, malformed messages
-// answered with the offending byte and survived, an unsealed memfd refused, clean stop.
+// (an empty packet too) answered with the offending byte and survived, an unsealed memfd refused, a bad
+// shape answered about the field that is wrong, a full device said to be full, clean stop.
 #include "cmocka_cpp.hpp"
 
 #include "kv/llmcache_kv.h"
@@ -236,11 +237,14 @@ void malformed_messages__each__ebadmsg_with_offset_and_server_survives(void **st
 	assert_int_equal(raw_call(s, m.data(), m.size(), text, mfd), -EINVAL);
 	assert_non_null(std::strstr(text.c_str(), "F_SEAL_SHRINK"));
 	close(mfd);
-	// Random garbage: every packet gets an answer, none kills the server. (A zero-length packet
-	// reads as end of stream on a SOCK_SEQPACKET socket, so every packet has at least one byte.)
+	// An empty packet is a malformed message too, and the connection stays usable (the old server
+	// took it for the end of the stream and closed the connection).
+	assert_int_equal(raw_call(s, "", 0, text), -EBADMSG);
+	assert_non_null(std::strstr(text.c_str(), "byte 0: truncated header (0 of 16 bytes)"));
+	// Random garbage: every packet gets an answer, none kills the server.
 	std::mt19937 rng(1);
 	for (int i = 0; i < 300; i++) {
-		std::vector<uint8_t> g(1 + rng() % 64);
+		std::vector<uint8_t> g(rng() % 64);
 		for (auto &b : g)
 			b = (uint8_t)rng();
 		if (g.size() >= 16 && (i & 1)) {
@@ -254,6 +258,68 @@ void malformed_messages__each__ebadmsg_with_offset_and_server_survives(void **st
 	m = message(proto::STATUS, nullptr, 0);
 	assert_int_equal(raw_call(s, m.data(), m.size(), text), 0);
 	close(s);
+}
+
+// An OPEN whose shape is wrong is answered about the field that is wrong, with its range, whatever
+// the memfd (the old server answered about the memfd's size for dtype 9 or head_dim 100000, and about
+// the append batch for kv_heads 0).
+void open__bad_shape_field__named_with_range(void **state)
+{
+	auto *f = static_cast<Fixture *>(*state);
+	const int s = raw_connect(f->sock);
+	assert_true(s >= 0);
+	const int mfd = memfd_create("t", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	assert_int_equal(ftruncate(mfd, 1 << 20), 0);
+	assert_int_equal(fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+	struct Case {
+		proto::Open o;
+		const char *want;
+	} cases[] = {
+		{{2, 8, 2, 16, 9, 1024, 128, 8}, "dtype 9: use 0 (fp32), 1 (fp16) or 2 (bf16)"},
+		{{2, 8, 2, 100000, CSD_FP16, 1024, 128, 8}, "head_dim 100000: must be 1-256"},
+		{{2, 8, 0, 16, CSD_FP16, 1024, 128, 8}, "kv_heads 0: must be 1-128"},
+		{{0, 8, 2, 16, CSD_FP16, 1024, 128, 8}, "layers 0: must be 1-4096"},
+		{{0xffffffffu, 8, 2, 16, CSD_FP16, 1024, 128, 8}, "layers 4294967295: must be 1-4096"},
+		{{2, 8, 3, 16, CSD_FP16, 1024, 128, 8}, "q_heads 8: must be a multiple of kv_heads (3)"},
+		{{2, 8, 2, 16, CSD_FP16, 0, 128, 8}, "max_context 0: must be 1-1048576"},
+		{{2, 8, 2, 16, CSD_FP16, 1024, 128, 0}, "append_batch 0: must be 1-max_context (1024)"},
+		{{2, 8, 2, 16, CSD_FP16, 1024, 8, 8}, "max_budget 8: must be between this daemon's kv-sink-tokens + kv-recent-tokens (36)"},
+		{{2, 8, 2, 16, CSD_FP16, 1024, 2000, 8}, "max_budget 2000: must be between"},
+	};
+	std::string text;
+	for (const Case &c : cases) {
+		const auto m = message(proto::OPEN, &c.o, sizeof(c.o));
+		assert_int_equal(raw_call(s, m.data(), m.size(), text, mfd), -EINVAL);
+		if (!std::strstr(text.c_str(), c.want))
+			fail_msg("OPEN answered '%s', not '%s'", text.c_str(), c.want);
+	}
+	close(mfd);
+	close(s);
+}
+
+// When every region of the device is in use, OPEN says so and what helps; kv-max-sessions, which the
+// old message advised to raise, is not the limit.
+void open__device_regions_all_used__enospc_naming_the_device(void **state)
+{
+	auto *f = static_cast<Fixture *>(*state);
+	const llmcache_kv_shape sh = shape();
+	std::vector<llmcache_kv *> held;
+	for (int i = 0; i < 4; i++) { // 8 MiB device, 2 MiB regions
+		llmcache_kv *kv;
+		assert_int_equal(llmcache_kv_open(f->sock.c_str(), &sh, &kv), 0);
+		held.push_back(kv);
+	}
+	llmcache_kv *kv;
+	assert_int_equal(llmcache_kv_open(f->sock.c_str(), &sh, &kv), -ENOSPC);
+	assert_non_null(std::strstr(llmcache_kv_error(kv), "holds 4 session regions of 2097152 bytes and all are in use"));
+	assert_null(std::strstr(llmcache_kv_error(kv), "raise kv-max-sessions"));
+	llmcache_kv_close(kv);
+	llmcache_kv_close(held.back()); // a region freed is a session possible again
+	held.pop_back();
+	assert_int_equal(llmcache_kv_open(f->sock.c_str(), &sh, &kv), 0);
+	held.push_back(kv);
+	for (auto *h : held)
+		llmcache_kv_close(h);
 }
 
 void isolation__other_connection_and_uid__cannot_see_session(void **state)
@@ -328,6 +394,8 @@ int main()
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(client__append_select__same_as_local_store),
 		cmocka_unit_test(malformed_messages__each__ebadmsg_with_offset_and_server_survives),
+		cmocka_unit_test(open__bad_shape_field__named_with_range),
+		cmocka_unit_test(open__device_regions_all_used__enospc_naming_the_device),
 		cmocka_unit_test(isolation__other_connection_and_uid__cannot_see_session),
 		cmocka_unit_test(client__no_daemon__econnrefused_with_advice),
 		cmocka_unit_test(server__second_instance__refused_and_first_keeps_socket),
