@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: MIT
 // llmcached as a process: started with a config file, served through the C API, stopped by SIGTERM
-// (exit 0, socket removed), killed with SIGKILL in the middle of spilling and restarted (the client
-// gets an error, the new daemon replaces the stale socket and serves exactly what it is given), and
-// refused with a clear message on a bad option or a missing device.
+// (exit 0, socket removed), killed with SIGKILL in the middle of spilling (held under ptrace at the
+// entry of the system call that writes a spill batch, so the spill is certainly in flight) and
+// restarted (the client gets an error, the new daemon replaces the stale socket and serves exactly what
+// it is given), and refused with a clear message on a bad option or a missing device.
 #include "cmocka_cpp.hpp"
 
 #include "kv/llmcache_kv.h"
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/ptrace.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -142,6 +145,41 @@ void daemon__config_serve_sigterm__clean_exit(void **)
 	llmcache_kv_close(kv);
 }
 
+// Runs the daemon under ptrace until its main thread enters the system call that writes a spill batch
+// to the device (io_uring_enter submitting, or pwrite in the synchronous fallback), then kills it
+// there: a spill is then certainly in flight, not merely likely after some sleep. True if it got there.
+bool kill_in_spill_write(pid_t pid)
+{
+	if (ptrace(PTRACE_SEIZE, pid, nullptr, (void *)(long)PTRACE_O_TRACESYSGOOD) < 0 ||
+	    ptrace(PTRACE_INTERRUPT, pid, nullptr, nullptr) < 0) {
+		std::fprintf(stderr, "cannot trace llmcached: %s\n", strerror(errno));
+		kill(pid, SIGKILL);
+		return false;
+	}
+	bool in_spill = false;
+	for (int stops = 0; stops < 200000 && !in_spill; stops++) {
+		int st = 0;
+		if (waitpid(pid, &st, __WALL) != pid || !WIFSTOPPED(st))
+			break;
+		int deliver = 0;
+		if (WSTOPSIG(st) == (SIGTRAP | 0x80)) {
+			__ptrace_syscall_info info{};
+			if (ptrace(PTRACE_GET_SYSCALL_INFO, pid, (void *)sizeof(info), &info) > 0 &&
+			    info.op == PTRACE_SYSCALL_INFO_ENTRY) {
+				const uint64_t nr = info.entry.nr;
+				in_spill = (nr == SYS_io_uring_enter && info.entry.args[1] > 0) || nr == SYS_pwrite64 ||
+					   nr == SYS_pwritev || nr == SYS_pwritev2;
+			}
+		} else if (WSTOPSIG(st) != SIGTRAP && (st >> 16) != PTRACE_EVENT_STOP) {
+			deliver = WSTOPSIG(st); // a real signal: pass it on
+		}
+		if (!in_spill)
+			ptrace(PTRACE_SYSCALL, pid, nullptr, (void *)(long)deliver);
+	}
+	kill(pid, SIGKILL);
+	return in_spill;
+}
+
 void daemon__killed_mid_spill_restarted__serves_only_new_data(void **)
 {
 	pid_t pid = start(args());
@@ -149,10 +187,18 @@ void daemon__killed_mid_spill_restarted__serves_only_new_data(void **)
 	llmcache_kv *kv;
 	assert_int_equal(llmcache_kv_open((g_dir + "/sock").c_str(), &shape, &kv), 0);
 	std::vector<uint8_t> old(16 * 64, 0xaa);
-	for (int t = 0; t < 40; t++) // spills run during these appends
-		assert_int_equal(llmcache_kv_append(kv, 0, old.data(), old.data(), 16), 0);
-	kill(pid, SIGKILL);
-	assert_int_equal(wait_exit(pid), 128 + SIGKILL);
+	// Appends past the 24 KiB budget spill; they run until the daemon dies under them.
+	std::thread appender([&] {
+		for (int t = 0; t < 4000; t++)
+			if (llmcache_kv_append(kv, 0, old.data(), old.data(), 16) != 0)
+				break;
+	});
+	const bool in_spill = kill_in_spill_write(pid);
+	int st = 0;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	appender.join();
+	assert_true(in_spill);
+	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
 	assert_int_not_equal(llmcache_kv_append(kv, 0, old.data(), old.data(), 16), 0);
 	llmcache_kv_close(kv);
 	pid = start(args()); // the stale socket file is replaced
