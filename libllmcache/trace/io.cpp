@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Buffered streaming input and output for the trace formats: read(2)/write(2) on 1 MiB buffers; output
 // to a regular file goes to a temporary file beside it that close() renames into place.
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -19,7 +20,7 @@ void throw_errno(const std::string &what, const std::string &name)
 	throw std::system_error(errno, std::generic_category(), "failed to " + what + " " + name);
 }
 
-Input::Input(const std::string &path) : buf_(io_buffer_size)
+Input::Input(const std::string &path)
 {
 	if (path == "-") {
 		fd_ = STDIN_FILENO;
@@ -36,6 +37,9 @@ Input::Input(const std::string &path) : buf_(io_buffer_size)
 		regular_size_ = st.st_size;
 	if (regular_size_ > 0)
 		posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+	// A small file gets a buffer its size (the buffer still grows if the file does): opening many
+	// small traces, as tests and fuzzers do, need not allocate and clear a megabyte each.
+	buf_.resize(regular_size_ >= 0 ? std::clamp<size_t>(size_t(regular_size_) + 1, 4096, io_buffer_size) : io_buffer_size);
 }
 
 Input::~Input()

@@ -245,7 +245,7 @@ Format detect(std::string_view head, const std::string &name, int64_t size, cons
 // Reads the first bytes of an opened input for detection, without consuming them.
 static std::string_view peek(Input &in)
 {
-	in.fill(64 * 1024);
+	in.fill(in.regular_size() >= 0 ? std::min<size_t>(64 * 1024, size_t(in.regular_size())) : 64 * 1024);
 	return std::string_view(in.data(), std::min<size_t>(in.avail(), 64 * 1024));
 }
 

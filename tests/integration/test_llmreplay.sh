@@ -111,6 +111,19 @@ expect 2 "unknown policy 'nosuch'.*lru" "$R" "$tmp/app.csv" -p llm,nosuch
 expect 2 "cache size 'abc'" "$R" "$tmp/app.csv" -s 10%,abc
 expect 2 "cache size '0blocks'.*at least one block" "$R" "$tmp/app.csv" -s 0blocks
 expect 2 "cache size '0%'" "$R" "$tmp/app.csv" -s 0%
+# Issue 19: 1e3 and 0x100 were 1000 and 256 bytes (one block) while 1000 was 1000 blocks.
+expect 2 "cache size '1e3'.*plain decimal" "$R" "$tmp/app.csv" -s 1e3
+expect 2 "cache size '0x100'.*plain decimal" "$R" "$tmp/app.csv" -s 0x100
+expect 2 "cache size '1000': a plain number is ambiguous; write 1000blocks" "$R" "$tmp/app.csv" -s 1000
+expect 2 "cache size '100B' is less than one 4 KiB block" "$R" "$tmp/app.csv" -s 100B
+expect 2 "unknown trace format 'xml'" "$R" "$tmp/app.csv" --from xml
+"$R" "$tmp/app.csv" -p lru -s 1000blocks,10% --json >"$tmp/blocks.json" || fail "-s 1000blocks,10% failed"
+python3 - "$tmp/blocks.json" <<'EOF'
+import json, sys
+sizes = json.load(open(sys.argv[1]))["sizes"]
+assert [s["size"] for s in sizes] == ["1000blocks", "10%"], sizes
+assert sizes[0]["capacity_blocks"] == 1000, sizes
+EOF
 expect 2 "unexpected argument 'extra'" "$R" "$tmp/app.csv" extra
 expect 2 "bandwidths" "$R" "$tmp/app.csv" --bandwidths fast
 { head -3 "$tmp/app.csv"; echo "99000,100,1,11,not-a-block,8,read"; } >"$tmp/bad.csv"
