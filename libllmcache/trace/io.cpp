@@ -20,6 +20,22 @@ void throw_errno(const std::string &what, const std::string &name)
 	throw std::system_error(errno, std::generic_category(), "failed to " + what + " " + name);
 }
 
+// The process's umask without changing it (umask(2) can only set it, which races with other threads):
+// the Umask line of /proc/self/status (Linux 4.7), else the usual 022.
+static mode_t current_umask()
+{
+	FILE *f = std::fopen("/proc/self/status", "re");
+	unsigned mask = 022;
+	if (f) {
+		char line[256];
+		while (std::fgets(line, sizeof line, f))
+			if (std::sscanf(line, "Umask: %o", &mask) == 1)
+				break;
+		std::fclose(f);
+	}
+	return mode_t(mask);
+}
+
 Input::Input(const std::string &path)
 {
 	if (path == "-") {
@@ -137,13 +153,7 @@ Output::Output(const std::string &path)
 	owned_ = true;
 	tmp_path_ = tmpl;
 	// mkostemp makes 0600; a replaced file keeps its mode, a new one gets 0666 less the umask.
-	mode_t mode = exists ? st.st_mode & 07777 : 0666;
-	if (!exists) {
-		mode_t mask = umask(0);
-		umask(mask);
-		mode &= ~mask;
-	}
-	fchmod(fd_, mode);
+	fchmod(fd_, exists ? st.st_mode & 07777 : 0666 & ~current_umask());
 }
 
 Output::Output(int fd, std::string name, bool owned) : name_(std::move(name)), fd_(fd), owned_(owned) {}

@@ -267,6 +267,23 @@ static void native_writer__temporary_file_renamed_at_close__failure_leaves_old_f
 	assert_int_equal(1, entries); // no temporary file left over
 }
 
+// The renamed file has the mode the replaced file had, or 0666 less the umask for a new one (mkostemp
+// makes 0600).
+static void native_writer__temporary_file__mode_of_old_file_or_umask(void **)
+{
+	std::string path = scratch("mode.trace");
+	mode_t old = umask(027);
+	open_writer(path, Format::native, "x")->close();
+	umask(old);
+	struct stat st;
+	assert_int_equal(0, stat(path.c_str(), &st));
+	assert_int_equal(0640, st.st_mode & 07777);
+	chmod(path.c_str(), 0604);
+	open_writer(path, Format::native, "x")->close();
+	assert_int_equal(0, stat(path.c_str(), &st));
+	assert_int_equal(0604, st.st_mode & 07777);
+}
+
 // Writing to a device writes in place instead of renaming over the device node.
 static void native_writer__to_dev_null__device_kept(void **)
 {
@@ -299,6 +316,7 @@ int main(void)
 		cmocka_unit_test(native_writer__record_past_2_51__invalid_argument),
 		cmocka_unit_test(native_writer__temporary_file_renamed_at_close__failure_leaves_old_file),
 		cmocka_unit_test(native_writer__to_dev_null__device_kept),
+		cmocka_unit_test(native_writer__temporary_file__mode_of_old_file_or_umask),
 	};
 	return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
