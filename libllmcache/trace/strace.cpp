@@ -874,7 +874,7 @@ private:
 				st->offset += uint64_t(r);
 				off = int64_t(st->offset) - r;
 			}
-			if (off < 0 && st->file != npos)
+			if (off < 0 && st->file != npos && files_[st->file].regular) // devices with unsigned offsets aside
 				fail("cannot parse this " + std::string(call.name) + "() call: it succeeded at offset " +
 				     std::to_string(off) + ", but a file offset is never negative");
 			return emit(out, st->file, uint64_t(off), r, op_of(call.call), time, pr.tgid);

@@ -47,6 +47,7 @@ def rec(t, ino, first, pid, dev, nr, op=0):
     return struct.pack("<QQQIIIB3x", t, ino, first, pid, dev, nr, op)
 open(f"{d}/claims.trace", "wb").write(hdr + rec(1, 5, 0, 1, 1, 0xFFFFFFFF))
 open(f"{d}/wrap.trace", "wb").write(hdr + rec(1, 5, 2**64 - 2, 1, 1, 10))
+open(f"{d}/far.trace", "wb").write(hdr + rec(1, 5, 2**40 - 1, 1, 1, 2))
 open(f"{d}/huge.csv", "w").write("time_ns,pid,dev,inode,first_block,nr_blocks,op,path\n1,1,1,1,0,4000000000,read,/x\n")
 random.seed(19)
 open(f"{d}/random.bin", "wb").write(bytes(random.getrandbits(8) for _ in range(2400)))
@@ -78,7 +79,13 @@ for tool in "$T stat" "$R"; do
 done
 expect 1 "wrap.trace:byte offset 96: .*below 2\^51" "$T" convert "$tmp/wrap.trace" "$tmp/wrap.oracle" --to oracleGeneral
 check "convert: nothing written for a refused trace" test ! -e "$tmp/wrap.oracle"
-# The replay's own bound: a trace that is sound but claims more than --max-memory.
+# Blocks past 2^40 are sound but beyond the 40-bit block numbers of stat and the simulator: refused, not
+# folded into another file's blocks.
+expect 1 "far.trace:byte offset 96: .*past 2\^40" "$T" stat "$tmp/far.trace"
+expect 1 "far.trace.*40-bit block numbers" "$R" "$tmp/far.trace"
+# The tools' own bounds: a trace that is sound but needs more than --max-memory.
+expect 1 "flagged.trace:byte offset [0-9]+: the footprint passes 16 blocks.*--max-memory" \
+	"$T" stat "$tmp/flagged.trace" --max-memory 1KiB
 expect 1 "flagged.trace:byte offset [0-9]+: the trace claims more than 32 block accesses.*--max-memory" \
 	"$R" "$tmp/flagged.trace" --max-memory 1KiB
 

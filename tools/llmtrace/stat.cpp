@@ -59,7 +59,7 @@ std::string json_string(const std::string &s)
 
 int cmd_stat(int argc, char **argv)
 {
-	std::string in, from = "auto", progress = "auto";
+	std::string in, from = "auto", progress = "auto", max_memory_text = "auto";
 	unsigned max_loops = 10;
 	po::options_description opts("Options");
 	opts.add_options()
@@ -68,6 +68,9 @@ int cmd_stat(int argc, char **argv)
 		("progress", po::value(&progress)->default_value(progress),
 		 "progress on stderr: auto (when stderr is a terminal), always or never")
 		("loops", po::value(&max_loops)->default_value(max_loops), "list at most this many loops, longest first")
+		("max-memory", po::value(&max_memory_text)->default_value(max_memory_text),
+		 "refuse a trace whose footprint (about 64 bytes per distinct block) needs more than this; auto: half "
+		 "the available memory")
 		("json", "print the summary as JSON");
 	po::options_description hidden;
 	hidden.add_options()("in", po::value(&in));
@@ -103,8 +106,11 @@ int cmd_stat(int argc, char **argv)
 		return 2;
 	}
 	std::unique_ptr<llmtrace::Progress> bar;
+	uint64_t max_memory = trace::available_memory() / 2;
 	try {
 		bar = std::make_unique<llmtrace::Progress>(progress, in);
+		if (max_memory_text != "auto")
+			max_memory = units::parse_bytes(max_memory_text);
 	} catch (const std::invalid_argument &e) {
 		std::fprintf(stderr, "llmtrace stat: %s (see llmtrace stat --help)\n", e.what());
 		return 2;
@@ -129,14 +135,26 @@ int cmd_stat(int argc, char **argv)
 	std::vector<std::string> notes;
 	try {
 		auto r = from == "auto" ? trace::open_reader(in) : trace::open_reader(in, trace::parse_format(from));
+		// The footprint map costs about 64 bytes a block (16-byte slots at most half full, doubled while
+		// it grows); block keys are request_key(file, block): 24 bits of file, 40 of block.
+		const uint64_t max_footprint = max_memory ? max_memory / 64 : UINT64_MAX;
+		auto refuse = [&](const std::string &why) {
+			trace::Reader::Position p = r->position();
+			throw trace::TraceError(in == "-" ? "<stdin>" : in, p.kind, p.where, why);
+		};
 		llmcache_access a;
 		while (r->next(a)) {
 			bool inserted;
 			uint32_t &idx = file_of.find_or_insert((uint64_t(a.dev) << 44) ^ a.inode, inserted);
 			if (inserted) {
+				if (files.size() >= (1u << 24))
+					refuse("more than 2^24 distinct files: stat numbers files in 24 bits");
 				idx = uint32_t(files.size());
 				files.push_back({a.dev, a.inode});
 			}
+			if (a.first_block + a.nr_blocks > (uint64_t(1) << 40))
+				refuse("block " + std::to_string(a.first_block + a.nr_blocks - 1) +
+				       " is past 2^40 (4 PiB into the file): stat numbers blocks in 40 bits, like the simulator");
 			FileInfo &f = files[idx];
 			f.records++;
 			f.blocks += a.nr_blocks;
@@ -151,6 +169,10 @@ int cmd_stat(int argc, char **argv)
 			records++;
 			blocks += a.nr_blocks;
 			per_op[a.op < LLMCACHE_NR_OPS ? a.op : 0]++;
+			if (seen.size() > max_footprint)
+				refuse("the footprint passes " + std::to_string(max_footprint) + " blocks, about " +
+				       units::format_bytes(max_memory) + " of memory (--max-memory); raise --max-memory or "
+				       "cut the trace");
 			bar->update(records, *r);
 		}
 		bar->clear();
