@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -261,6 +262,40 @@ int daemon_status(const Args &a)
 	return 0;
 }
 
+// `loops --json` in the module's schema (control.cpp), so that a script reads both modes alike: the
+// rule's BW and T (set: the page-cache mode takes them from its options and measures neither, so the
+// measured ones are 0, the module's "not measured yet"), and per loop the module's names; a stall
+// that cannot be predicted (no BW) is null.
+void print_loops_like_module(const std::vector<Line> &lines)
+{
+	const Line &g = find(lines, "global");
+	auto path_of = [&](const std::string &id) {
+		for (const Line &l : lines)
+			if (l.kind == "file" && l.get("id") == id)
+				return l.get("path");
+		return std::string("?"); // not in a truncated listing
+	};
+	size_t total = 0;
+	for (const Line &l : lines)
+		total += l.kind == "loop";
+	std::printf("{\"bw\":%llu,\"bw_source\":\"set\",\"t_ns\":%llu,\"t_source\":\"set\",\"bw_measured\":0,"
+		    "\"t_measured_ns\":0,\"total\":%zu,\"loops\":[",
+		    (unsigned long long)g.num("bw"), (unsigned long long)g.num("t_ns"), total);
+	const char *sep = "";
+	for (const Line &l : lines) {
+		if (l.kind != "loop")
+			continue;
+		const std::string stall = l.num("stall_ns") == UINT64_MAX ? "null" : l.get("stall_ns");
+		std::printf("%s{\"file_id\":%s,\"path\":%s,\"seq\":%s,\"first_block\":%s,\"blocks\":%s,\"period_ns\":%s,"
+			    "\"iterations\":%s,\"s_min\":%s,\"pinned\":%s,\"deficit\":%s,\"stall_ns\":%s}",
+			    sep, l.get("file").c_str(), json_string(path_of(l.get("file"))).c_str(), l.get("seq").c_str(),
+			    l.get("first").c_str(), l.get("n").c_str(), l.get("period_ns").c_str(), l.get("iterations").c_str(),
+			    l.get("s_min").c_str(), l.get("pinned").c_str(), l.get("deficit").c_str(), stall.c_str());
+		sep = ",";
+	}
+	std::printf("]}\n");
+}
+
 bool module_loaded() { return access(LLMCACHE_SYSFS_DIR, F_OK) == 0; }
 
 } // namespace
@@ -290,8 +325,7 @@ int cmd_loops_routed(int argc, char **argv)
 			return 0;
 		const auto lines = parse(ask(a.socket, a.timeout_ms));
 		if (a.json) {
-			print_loops(lines, true);
-			std::printf("\n");
+			print_loops_like_module(lines);
 		} else {
 			print_loops(lines, false);
 		}
