@@ -121,6 +121,7 @@ void Manager::note_pid(uint32_t pid)
 		memcg_limit_ = u.limit;
 		memcg_dir_ = dir;
 		usage_ = u;
+		anon_this_second_ = std::max(anon_this_second_, u.anon);
 		log("pid " + std::to_string(pid) + " runs in a memory cgroup limited to " + std::to_string(u.limit >> 20) +
 		    " MiB: pins are capped at " + std::to_string(budget_blocks() * BS >> 20) + " MiB");
 	}
@@ -144,6 +145,7 @@ void Manager::on_access(const llmcache_access &a)
 		f.period_ns = f.iter_start_ns ? a.time_ns - f.iter_start_ns : 0;
 		f.iter_start_ns = a.time_ns;
 		f.iterations++;
+		laps_++;
 	}
 	if (a.op == LLMCACHE_OP_MMAP_FAULT && f.mappers.size() < PIDS_MAX &&
 	    std::find(f.mappers.begin(), f.mappers.end(), a.pid) == f.mappers.end())
@@ -187,14 +189,16 @@ uint64_t Manager::budget_blocks() const
 	if (memcg_limit_ == UINT64_MAX)
 		return o_.pin_budget / BS;
 	if (any_mapped()) {
-		// Until a mapped file has run a loop, the engine may still be allocating its context: an eighth
-		// of the limit is kept for that (a 512-token context and its compute buffers took 60 MiB of 650).
-		const bool starting = std::any_of(files_.begin(), files_.end(), [](const File &f) {
+		// Until a mapped file has run a loop, since the engines started, the engine may still be
+		// allocating its context: an eighth of the limit is kept for that (a 512-token context and its
+		// compute buffers took 60 MiB of 650). The pins an exited engine leaves are sized so too, or the
+		// next one would start in what they leave.
+		const bool starting = !laps_ || std::any_of(files_.begin(), files_.end(), [](const File &f) {
 			return f.mapped && !f.iterations;
 		});
 		// The window read ahead is locked, part of the pins; what stays unlocked for the stream is the
 		// engine's own read-around: two readahead windows with the window ahead, four without.
-		const llc_memcg_snapshot m{memcg_limit_, usage_.anon, code_, (o_.prefetch ? 2 : 4) * readahead_,
+		const llc_memcg_snapshot m{memcg_limit_, std::max(anon_this_second_, anon_last_second_), code_, (o_.prefetch ? 2 : 4) * readahead_,
 					   std::max(o_.memcg_headroom, 2 * readahead_) + (starting ? memcg_limit_ / 8 : 0)};
 		return llc_plan_budget(o_.pin_budget, &m) / BS;
 	}
@@ -206,10 +210,16 @@ void Manager::measure_engine(uint64_t now_ns)
 {
 	if (memcg_dir_.empty())
 		return;
-	usage_ = memcg_usage(memcg_dir_); // every tick: an engine's context can grow by 100 MiB in one
+	// Every tick: an engine's context can grow by 100 MiB in one. What the budget leaves for it is the
+	// most it had in this second and the last, so that an exiting engine's room is not pinned before
+	// the next one starts.
+	usage_ = memcg_usage(memcg_dir_);
+	anon_this_second_ = std::max(anon_this_second_, usage_.anon);
 	if (now_ns - last_measure_ns_ < 1'000'000'000)
 		return;
 	last_measure_ns_ = now_ns;
+	anon_last_second_ = anon_this_second_;
+	anon_this_second_ = usage_.anon;
 	FileIds managed;
 	for (const File &f : files_)
 		managed.emplace_back(f.pf->dev(), f.pf->inode());
@@ -226,15 +236,13 @@ void Manager::measure_engine(uint64_t now_ns)
 	code_ = engine_code_locked() ? code : *std::max_element(std::begin(code_readings_), std::end(code_readings_));
 }
 
-// The engines' own code, once a mapped file's loop runs: the blocks of their other mapped files that are
-// present in their page tables join what is locked, and stay until every engine has exited. An eighth of
-// the limit at most; the budget leaves the room already (code_ counts every present page).
+// The engines' own code, once they went round a head file's loop twice since they started: the blocks
+// of their other mapped files that are present in their page tables join what is locked, and stay until
+// every engine has exited. An eighth of the limit at most; the budget leaves the room already (code_
+// counts every present page).
 void Manager::lock_engine_code(const FileIds &managed)
 {
-	const bool running = std::any_of(files_.begin(), files_.end(), [](const File &f) {
-		return f.mapped && (f.iterations >= 2 || f.looping);
-	});
-	if (!running || memcg_limit_ == UINT64_MAX)
+	if (laps_ < 2 || memcg_limit_ == UINT64_MAX)
 		return;
 	for (uint32_t pid : pids_) {
 		const std::string proc = "/proc/" + std::to_string(pid);
@@ -292,6 +300,7 @@ void Manager::engines_exited()
 {
 	prefetcher_.reset();
 	code_files_.clear();
+	laps_ = 0;
 	std::fill(std::begin(code_readings_), std::end(code_readings_), code_);
 	for (File &f : files_) // the loop's iterations and period stay, as the core's do
 		f.position = f.asked_to = UINT64_MAX, f.populated_to = 0, f.iter_start_ns = 0, f.tail_spans.clear();

@@ -147,6 +147,7 @@ private:
 	uint64_t memcg_limit_ = UINT64_MAX, released_ = 0, cold_denied_ = 0, last_prune_ns_ = 0;
 	std::string memcg_dir_;           // the engines' memory cgroup (the most limited one)
 	MemcgUsage usage_;                // its last reading
+	uint64_t anon_this_second_ = 0, anon_last_second_ = 0; // the most anonymous memory it had in each
 	static constexpr uint32_t CODE_READINGS = 5;
 	uint64_t code_ = 0, last_measure_ns_ = 0; // the engines' mapped code and libraries, bytes
 	uint64_t code_readings_[CODE_READINGS] = {}, code_at_ = 0; // the last readings, one a second
@@ -157,6 +158,7 @@ private:
 	std::vector<CodeFile> code_files_;
 	std::unique_ptr<Prefetcher> prefetcher_;
 	bool prefetch_failed_ = false;
+	uint32_t laps_ = 0; // the laps of head files' loops since the engines started
 	bool warned_mlock_ = false, warned_cold_ = false;
 };
 
