@@ -81,7 +81,12 @@ int cmd_convert(int argc, char **argv)
 		uint64_t n = 0, faults = 0;
 		while (r->next(a)) {
 			name_new();
-			w->write(a);
+			try {
+				w->write(a);
+			} catch (const std::invalid_argument &e) { // a sound record that the output format cannot hold
+				trace::Reader::Position p = r->position();
+				throw trace::TraceError(in == "-" ? "<stdin>" : in, p.kind, p.where, e.what());
+			}
 			faults += a.op == LLMCACHE_OP_MMAP_FAULT;
 			bar.update(++n, *r);
 		}
@@ -101,7 +106,7 @@ int cmd_convert(int argc, char **argv)
 				     "convert to native or csv to keep them\n",
 				     (unsigned long long)faults);
 		std::fprintf(stderr, "llmtrace convert: %llu records, %zu files\n", (unsigned long long)n, r->paths().size());
-	} catch (const std::invalid_argument &e) {
+	} catch (const std::invalid_argument &e) { // --progress, or a format the input cannot be read as
 		std::fprintf(stderr, "llmtrace convert: %s\n", e.what());
 		return 2;
 	} catch (const std::exception &e) {
