@@ -152,3 +152,48 @@ uint64_t llc_plan_position(uint64_t lo, uint64_t hi, const struct llc_span *pinn
 		return seen;
 	return position;
 }
+
+/* Appends the unpinned runs of [x, y) to out; returns 0 when out is full (*x is then where it stopped). */
+static int append_unpinned(const struct llc_span *p, uint32_t n_pinned, uint64_t *x, uint64_t y, struct llc_span *out,
+			   uint32_t *n, uint32_t max_out)
+{
+	uint64_t first, end;
+
+	while (*x < y && unpinned_run(p, n_pinned, *x, y, &first, &end)) {
+		if (*n == max_out) {
+			*x = first;
+			return 0;
+		}
+		out[*n].first = first;
+		out[*n].count = end - first;
+		(*n)++;
+		*x = end;
+	}
+	*x = y;
+	return 1;
+}
+
+uint32_t llc_plan_passed(uint64_t lo, uint64_t hi, const struct llc_span *pinned, uint32_t n_pinned,
+			 uint64_t position, uint64_t lag, uint64_t align, uint64_t *dropped_to, struct llc_span *out,
+			 uint32_t max_out)
+{
+	uint64_t from, to;
+	uint32_t n = 0;
+
+	if (hi <= lo || position < lo || position >= hi || !align)
+		return 0;
+	from = *dropped_to >= lo && *dropped_to < hi ? *dropped_to : lo;
+	if (position < from) {
+		if (!append_unpinned(pinned, n_pinned, &from, hi, out, &n, max_out)) {
+			*dropped_to = from;
+			return n;
+		}
+		from = lo;
+	}
+	to = position >= from + lag ? position - lag : from;
+	to = lo + (to - lo) / align * align;
+	if (to > from)
+		append_unpinned(pinned, n_pinned, &from, to, out, &n, max_out);
+	*dropped_to = from;
+	return n;
+}

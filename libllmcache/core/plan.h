@@ -12,6 +12,9 @@
  *   blocks (an iteration ends where the next begins, so the next iteration's first unpinned blocks are
  *   read while the engine computes on its pinned head), at most a window of them. Only what was not
  *   asked for by the previous call is returned.
+ * - What such an engine has passed (llc_plan_passed): its unpinned blocks more than a lag behind its
+ *   position, and the rest of its last pass once it went round, to be dropped before reclaim has to find
+ *   them.
  * Documentation/design/planner.md has the reasons and the figures.
  */
 #ifndef LLC_PLAN_H
@@ -57,5 +60,17 @@ uint32_t llc_plan_prefetch(uint64_t lo, uint64_t hi, const struct llc_span *pinn
  */
 uint64_t llc_plan_position(uint64_t lo, uint64_t hi, const struct llc_span *pinned, uint32_t n_pinned,
 			   uint64_t position, uint64_t seen, uint64_t window);
+
+/*
+ * The blocks of a loop over [lo, hi) that an engine at block position has passed since the last call:
+ * the unpinned blocks from *dropped_to (where the last call stopped; outside [lo, hi): none yet) to lag
+ * blocks behind the position (its threads work up to a lag apart), in whole runs of align blocks (the
+ * page cache's folios; a run that ends at hi is whole too). When the position is below *dropped_to, the
+ * engine went round: the rest of its last pass, up to hi, comes first. Writes at most max_out spans to
+ * out, returns how many, and sets *dropped_to to where they end.
+ */
+uint32_t llc_plan_passed(uint64_t lo, uint64_t hi, const struct llc_span *pinned, uint32_t n_pinned,
+			 uint64_t position, uint64_t lag, uint64_t align, uint64_t *dropped_to, struct llc_span *out,
+			 uint32_t max_out);
 
 #endif

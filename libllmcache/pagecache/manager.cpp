@@ -152,7 +152,7 @@ void Manager::on_access(const llmcache_access &a)
 		f.mappers.push_back(a.pid);
 	for (uint64_t b = a.first_block; b < a.first_block + a.nr_blocks; b++) {
 		const llc_verdict v = llc_access(core_, *k, b, a.time_ns);
-		if ((v.cls == LLMCACHE_CLASS_LOOP || f.head) && memcg_limit_ != UINT64_MAX) // else tails are kept
+		if (v.cls == LLMCACHE_CLASS_LOOP && !f.head && memcg_limit_ != UINT64_MAX) // else tails are kept
 			note_tail(f, b);
 		f.accesses++;
 		f.by_class[v.cls]++;
@@ -303,7 +303,8 @@ void Manager::engines_exited()
 	laps_ = 0;
 	std::fill(std::begin(code_readings_), std::end(code_readings_), code_);
 	for (File &f : files_) // the loop's iterations and period stay, as the core's do
-		f.position = f.asked_to = UINT64_MAX, f.populated_to = 0, f.iter_start_ns = 0, f.tail_spans.clear();
+		f.position = f.asked_to = f.dropped_to = UINT64_MAX, f.populated_to = 0, f.iter_start_ns = 0,
+		f.tail_spans.clear();
 }
 
 uint64_t Manager::pinned_blocks() const
@@ -568,6 +569,7 @@ void Manager::note_tail(File &f, uint64_t block)
 // loop again, so the core never sees that loop start a new iteration, and its cursor stays at the end.
 // A span still growing keeps its last SCAN_LAG blocks for the next call; one that did not grow since
 // the last call goes whole. Pinned blocks stay, and so do planned ones while the pins have room left.
+// A head file's are found from the engine's position instead (drop_passed()).
 void Manager::drop_tails()
 {
 	if (memcg_limit_ == UINT64_MAX)
@@ -576,6 +578,10 @@ void Manager::drop_tails()
 	const bool pins_full = pinned_blocks() >= budget_blocks();
 	for (size_t i = 0; i < files_.size(); i++) {
 		File &f = files_[i];
+		if (f.head) {
+			drop_passed(f);
+			continue;
+		}
 		if (f.pf->blocks() <= cap) {
 			f.tail_spans.clear(); // the whole file fits in what the cgroup leaves
 			continue;
@@ -614,6 +620,22 @@ void Manager::drop_tails()
 		drop_ranges(f, ranges, f.tail);
 		f.tail_spans = std::move(left);
 	}
+}
+
+// A head file's engine goes through the file in order: what it passed, a window behind it (its threads
+// split each matrix, a tensor apart at most), goes in whole PMD-size folios, so that the engine's mapping
+// of a folio is not split into 4 KiB entries for good.
+void Manager::drop_passed(File &f)
+{
+	constexpr uint32_t MAX_SPANS = 8;
+	llc_span spans[MAX_SPANS];
+	const llc_span head{0, f.head_blocks};
+	const uint32_t n = llc_plan_passed(0, f.pf->blocks(), &head, 1, f.position, window_bytes() / BS, FOLIO_BLOCKS,
+					   &f.dropped_to, spans, MAX_SPANS);
+	std::vector<Range> ranges;
+	for (uint32_t k = 0; k < n; k++)
+		ranges.push_back({spans[k].first, spans[k].count});
+	drop_ranges(f, ranges, f.tail);
 }
 
 bool Manager::tails_pending() const

@@ -112,6 +112,7 @@ private:
 		// The engine's position (llc_plan_position), where the last window ended (llc_plan_prefetch).
 		uint64_t position = UINT64_MAX, asked_to = UINT64_MAX;
 		uint64_t populated_to = 0; // the head's blocks below this were asked to be read in
+		uint64_t dropped_to = UINT64_MAX; // where the last drop of what the engine passed ended
 		uint32_t iterations = 0;   // a head file's passes, seen where the engine's position goes round
 		uint64_t iter_start_ns = 0, period_ns = 0;
 	};
@@ -134,6 +135,7 @@ private:
 	void drop_ranges(File &f, const std::vector<Range> &ranges, uint64_t &counter);
 	void drop_scans(uint64_t now_ns);
 	void note_tail(File &f, uint64_t block);
+	void drop_passed(File &f);
 
 	Options o_;
 	void *mem_ = nullptr;

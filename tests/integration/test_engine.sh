@@ -10,6 +10,7 @@
 #   room the budget leaves for it, and the loops table shows the weights
 #   file as one loop of the whole file, going round with the tokens (an iteration is seen where the
 #   engine faults past the end of the file into its first unpinned blocks: at least one token in four);
+# - what the engine passed of its unpinned part is dropped, a token in four at least;
 # - no process of the cgroup is OOM-killed, and the engine is not refused memory;
 # - once the engine exits, the pins stay within the budget of its cgroup.
 # Without node >= 20 and npm the test says what to install and skips.
@@ -103,12 +104,12 @@ check "locked code within the room the budget leaves for it at every sample" \
 	test "$(awk '$3 > $2 + 1048576 { n++ } END { print n + 0 }' <<<"$samples")" = 0
 # The loops table taken while the engine ran, the one that counted the most iterations: one loop, the
 # whole file, going round with the tokens.
-loops=$(grep '"n":' "$tmp/loops.json" | awk '{ match($0, /"iterations":[0-9]+/); n = substr($0, RSTART + 13, RLENGTH - 13) + 0
+loops=$(grep '"blocks":' "$tmp/loops.json" | awk '{ match($0, /"iterations":[0-9]+/); n = substr($0, RSTART + 13, RLENGTH - 13) + 0
 	if (n >= best) { best = n; line = $0 } } END { print line }')
 echo "loops: $loops"
 file_blocks=$(( (model_bytes + 4095) / 4096 ))
 check "the loops table shows one loop" test "$(grep -o '"seq"' <<<"$loops" | wc -l)" = 1
-check "that loop is the whole file ($file_blocks blocks)" test "$(num "$loops" n)" = "$file_blocks"
+check "that loop is the whole file ($file_blocks blocks)" test "$(num "$loops" blocks)" = "$file_blocks"
 token_ns=$(awk -v t="$(num "$with" tokens_per_s)" 'BEGIN { printf "%d", 1e9 / t }')
 period=$(num "$loops" period_ns)
 # A restart (the position jumping back further than the read-ahead window) can end an iteration early;
@@ -118,6 +119,9 @@ check "its last period ($period ns) is under 3x the token time ($token_ns ns)" \
 iterations=$(num "$loops" iterations)
 check "it went round with the tokens ($iterations iterations by then, $tokens tokens in all)" \
 	test "$iterations" -ge $((tokens / 4)) -a "$iterations" -le $((2 * tokens + 4))
+dropped=$(grep -oE '"loop_tail_dropped":[0-9]+' "$tmp/status.json" | cut -d: -f2 | sort -n | tail -n 1)
+check "what the engine passed was dropped ($dropped blocks: its unpinned part once a token in four at least)" \
+	test "${dropped:-0}" -ge $(( (file_blocks - pinned_max) * tokens / 4 ))
 sleep 1.5 # a tick after the daemon's once-a-second check for exited engines
 after=$("$BIN/llmcachectl" status --socket "$sock" --json)
 check "once the engine exited, the pins stay within the budget" \

@@ -124,6 +124,55 @@ static void plan_position__threads_and_wrap__lagging_thread_ignored_restart_foll
 	assert_int_equal(llc_plan_position(0, 1000, pinned, 1, 900, 2000, 100), 900);
 }
 
+static void plan_passed__head_loop__a_lag_behind_in_whole_folios_then_the_rest_once_round(void **state)
+{
+	const struct llc_span pinned[] = { { 0, 600 } };
+	struct llc_span out[4];
+	uint64_t dropped = UINT64_MAX;
+
+	(void)state;
+	/* 830 - lag 100 = 730, down to a folio of 64: [600, 704); the pinned head is never dropped. */
+	assert_int_equal(llc_plan_passed(0, 1000, pinned, 1, 830, 100, 64, &dropped, out, 4), 1);
+	assert_int_equal(out[0].first, 600);
+	assert_int_equal(out[0].count, 104);
+		assert_int_equal(dropped, 704);
+	/* Not a folio further: nothing new. */
+	assert_int_equal(llc_plan_passed(0, 1000, pinned, 1, 850, 100, 64, &dropped, out, 4), 0);
+	assert_int_equal(dropped, 704);
+	/* Round the end to the first unpinned block: the rest of the last pass, the partial last folio too. */
+	assert_int_equal(llc_plan_passed(0, 1000, pinned, 1, 605, 100, 64, &dropped, out, 4), 1);
+	assert_int_equal(out[0].first, 704);
+	assert_int_equal(out[0].count, 296);
+	assert_int_equal(llc_plan_passed(0, 1000, pinned, 1, 900, 100, 64, &dropped, out, 4), 1);
+	assert_int_equal(out[0].first, 600);
+	assert_int_equal(out[0].count, 168);
+	/* Outside the loop, or an empty one: nothing, and the mark stays. */
+	assert_int_equal(llc_plan_passed(0, 1000, pinned, 1, 2000, 100, 64, &dropped, out, 4), 0);
+	assert_int_equal(llc_plan_passed(10, 10, NULL, 0, 10, 1, 1, &dropped, out, 4), 0);
+	assert_int_equal(dropped, 768);
+}
+
+static void plan_passed__scattered_pins_and_full_out__unpinned_runs_and_resumes_where_cut(void **state)
+{
+	const struct llc_span pinned[] = { { 10, 10 }, { 30, 10 }, { 50, 10 } };
+	struct llc_span out[2];
+	uint64_t dropped = UINT64_MAX;
+
+	(void)state;
+	assert_int_equal(llc_plan_passed(0, 100, pinned, 3, 80, 10, 1, &dropped, out, 2), 2);
+	assert_int_equal(out[0].first, 0);
+	assert_int_equal(out[0].count, 10);
+	assert_int_equal(out[1].first, 20);
+	assert_int_equal(out[1].count, 10);
+	assert_int_equal(dropped, 40);
+	assert_int_equal(llc_plan_passed(0, 100, pinned, 3, 80, 10, 1, &dropped, out, 2), 2);
+	assert_int_equal(out[0].first, 40);
+	assert_int_equal(out[0].count, 10);
+	assert_int_equal(out[1].first, 60);
+	assert_int_equal(out[1].count, 10);
+	assert_int_equal(dropped, 70);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -133,6 +182,8 @@ int main(void)
 		cmocka_unit_test(plan_prefetch__scattered_pins__unpinned_runs_only_window_counts_them),
 		cmocka_unit_test(plan_prefetch__everything_pinned_or_empty_loop__nothing),
 		cmocka_unit_test(plan_position__threads_and_wrap__lagging_thread_ignored_restart_followed),
+		cmocka_unit_test(plan_passed__head_loop__a_lag_behind_in_whole_folios_then_the_rest_once_round),
+		cmocka_unit_test(plan_passed__scattered_pins_and_full_out__unpinned_runs_and_resumes_where_cut),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
