@@ -161,6 +161,7 @@ private:
 	std::unique_ptr<Prefetcher> prefetcher_;
 	bool prefetch_failed_ = false;
 	uint32_t laps_ = 0; // the laps of head files' loops since the engines started
+	uint32_t code_paged_out_at_ = 0; // the lap at which the engines' code was paged out (0: not yet)
 	bool warned_mlock_ = false, warned_cold_ = false;
 };
 

@@ -33,23 +33,11 @@ int drop_blocks(int fd, uint64_t first, uint64_t count)
 	return -e;
 }
 
-long cold_blocks(pid_t pid, dev_t dev, uint64_t inode, const std::vector<Range> &ranges)
+namespace {
+
+// process_madvise(MADV_PAGEOUT) of pid's address ranges iov: the bytes advised, or -errno.
+long pageout(pid_t pid, const std::vector<iovec> &iov)
 {
-	std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
-	if (!in)
-		return -ESRCH;
-	std::stringstream text;
-	text << in.rdbuf();
-	std::vector<iovec> iov;
-	std::vector<FileMapping> maps = file_mappings(text.str());
-	std::erase_if(maps, [&](const FileMapping &m) { return m.dev != dev || m.inode != inode; });
-	for (const Range &r : ranges)
-		for (const FileMapping &m : maps) {
-			const uint64_t a = std::max(r.first * BS, m.offset);
-			const uint64_t b = std::min((r.first + r.count) * BS, m.offset + (m.end - m.start));
-			if (a < b)
-				iov.push_back({reinterpret_cast<void *>(m.start + (a - m.offset)), size_t(b - a)});
-		}
 	if (iov.empty())
 		return 0;
 	const int pidfd = int(syscall(SYS_pidfd_open, pid, 0));
@@ -70,6 +58,36 @@ long cold_blocks(pid_t pid, dev_t dev, uint64_t inode, const std::vector<Range> 
 	}
 	close(pidfd);
 	return done;
+}
+
+} // namespace
+
+long cold_blocks(pid_t pid, dev_t dev, uint64_t inode, const std::vector<Range> &ranges)
+{
+	std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
+	if (!in)
+		return -ESRCH;
+	std::stringstream text;
+	text << in.rdbuf();
+	std::vector<iovec> iov;
+	std::vector<FileMapping> maps = file_mappings(text.str());
+	std::erase_if(maps, [&](const FileMapping &m) { return m.dev != dev || m.inode != inode; });
+	for (const Range &r : ranges)
+		for (const FileMapping &m : maps) {
+			const uint64_t a = std::max(r.first * BS, m.offset);
+			const uint64_t b = std::min((r.first + r.count) * BS, m.offset + (m.end - m.start));
+			if (a < b)
+				iov.push_back({reinterpret_cast<void *>(m.start + (a - m.offset)), size_t(b - a)});
+		}
+	return pageout(pid, iov);
+}
+
+long cold_mappings(pid_t pid, const std::vector<FileMapping> &maps)
+{
+	std::vector<iovec> iov;
+	for (const FileMapping &m : maps)
+		iov.push_back({reinterpret_cast<void *>(m.start), size_t(m.end - m.start)});
+	return pageout(pid, iov);
 }
 
 } // namespace llmcache::pagecache

@@ -12,6 +12,7 @@
  * normally.
  */
 #pragma once
+#include "pagecache/memcg.hpp"
 #include "pagecache/pinned_file.hpp"
 
 #include <sys/types.h>
@@ -30,5 +31,8 @@ int drop_blocks(int fd, uint64_t first, uint64_t count);
 // time of the call), or -errno: -EPERM when refused,
 // -ENOSYS when the kernel has no process_madvise, -ESRCH when pid is gone.
 long cold_blocks(pid_t pid, dev_t dev, uint64_t inode, const std::vector<Range> &ranges);
+
+// The same for the whole of each of pid's mappings maps (its pages that other processes map stay).
+long cold_mappings(pid_t pid, const std::vector<FileMapping> &maps);
 
 } // namespace llmcache::pagecache

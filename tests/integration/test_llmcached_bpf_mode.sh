@@ -179,7 +179,7 @@ if [ "$mmap_hooks" = "mmap: filemap" ] || [ "$mmap_hooks" = "mmap: kprobe" ]; th
 	loop=$(ctl loops --socket "$sock" --json | sed 's/},{/}\n{/g' | awk -F'[:,]' '{
 		for (i = 1; i < NF; i++) {
 			if ($i ~ /"iterations"/) it = $(i + 1); if ($i ~ /"period_ns"/) p = $(i + 1)
-			if ($i ~ /"pinned"/) pin = $(i + 1); if ($i ~ /"n"/) n = $(i + 1) }
+			if ($i ~ /"pinned"/) pin = $(i + 1); if ($i ~ /"blocks"/) n = $(i + 1) }
 		if (pin > most && n - pin >= 1024 && n - pin >= n / 16) { most = pin; line = sprintf("%d iterations, period %d ms", it, p / 1e6) } }
 		END { print line }')
 	check "mmap engine: the pinned loop iterates every token (${loop:-no pinned loop})" \
