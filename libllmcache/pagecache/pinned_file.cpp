@@ -55,6 +55,15 @@ void PinnedFile::set(uint64_t first, uint64_t count, bool lock)
 {
 	std::fill_n(is_locked_.begin() + long(first), count, uint8_t(lock));
 	locked_ = lock ? locked_ + count : locked_ - count;
+	constexpr uint64_t FOLIO = 512; // blocks of a PMD-size folio
+	const uint64_t a = first / FOLIO * FOLIO, b = (first + count + FOLIO - 1) / FOLIO * FOLIO;
+	if (Range *r = changed_.empty() ? nullptr : &changed_.back(); r && a <= r->first + r->count && b >= r->first) {
+		const uint64_t end = std::max(r->first + r->count, b);
+		r->first = std::min(r->first, a);
+		r->count = end - r->first;
+	} else {
+		changed_.push_back({a, b - a});
+	}
 }
 
 void PinnedFile::release()
@@ -84,13 +93,14 @@ uint64_t PinnedFile::locked_in(uint64_t first, uint64_t count) const
 	return uint64_t(std::count(b, b + long(std::min(count, blocks_ - first)), 1));
 }
 
-// mlock() faults pages in, and a fault maps its neighbours too (fault-around, whole large folios). A
-// page mapped here would be skipped by everyone's posix_fadvise(DONTNEED): unmap what is not locked.
-void PinnedFile::unmap_unlocked()
+// mlock() faults pages in, and a fault maps its neighbours too (fault-around, whole large folios, at
+// most a PMD-size folio). A page mapped here would be skipped by everyone's posix_fadvise(DONTNEED):
+// unmap what is not locked around what changed.
+void PinnedFile::unmap_unlocked(uint64_t first, uint64_t end)
 {
-	for (uint64_t b = 0; b < blocks_;) {
+	for (uint64_t b = first; b < end;) {
 		uint64_t e = b;
-		while (e < blocks_ && !is_locked_[e])
+		while (e < end && !is_locked_[e])
 			e++;
 		if (e > b)
 			madvise(map_ + b * BS, (e - b) * BS, MADV_DONTNEED);
@@ -113,13 +123,13 @@ int PinnedFile::apply(const std::vector<Range> &want, uint64_t allow, std::strin
 {
 	struct Unmap {
 		PinnedFile *f;
-		uint64_t before;
 		~Unmap()
 		{
-			if (f->locked_ != before)
-				f->unmap_unlocked();
+			for (const Range &r : f->changed_)
+				f->unmap_unlocked(r.first, std::min(r.first + r.count, f->blocks_));
+			f->changed_.clear();
 		}
-	} unmap{this, locked_};
+	} unmap{this};
 	// Unlock runs of locked blocks that left the plan.
 	std::vector<uint8_t> planned(blocks_, 0);
 	for (const auto *ranges : {&want, &keep})

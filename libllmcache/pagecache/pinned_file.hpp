@@ -52,9 +52,10 @@ public:
 private:
 	PinnedFile() = default;
 	void set(uint64_t first, uint64_t count, bool lock);
-	void unmap_unlocked();
+	void unmap_unlocked(uint64_t first, uint64_t end); // blocks [first, end)
 	// Lock the resident (vec, from mincore) unlocked runs of [first, end), at most allow blocks.
 	int lock_window(uint64_t first, uint64_t end, const unsigned char *vec, uint64_t &allow, std::string &err);
+	std::vector<Range> changed_; // runs locked or unlocked by this apply(), in whole PMD-size folios
 
 	std::string path_;
 	int fd_ = -1;
