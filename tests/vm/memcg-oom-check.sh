@@ -1,0 +1,142 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Pins under a memory cgroup's limit never make its OOM killer take the engine. Run as root inside the
+# VM (tests/vm/run.sh) with $LLMCACHE_BIN, $LLMCACHE_KO and $LLMCACHE_SCRATCH set.
+#
+# A cgroup limited to LIMIT (128 MiB); llmworkload's decoder runs in it over and over (a 96 MiB weights
+# loop, read with pread or mmap: $LLMCACHE_OOM_ACCESS, default both) with its files registered and a
+# pin budget far above the limit, so the module pins what it may of the loop (half the limit) in pages
+# charged to the cgroup. Then, while the decoder keeps decoding, a second process in the cgroup
+# (build/kselftest/llmcache_anon_grow) touches anonymous memory 8 MiB at a time up to LIMIT minus
+# 16 MiB, into the room the pins hold, and holds it for a few seconds. Checked: no OOM kill in the
+# cgroup (memory.events oom_kill on cgroup v2, memory.oom_control oom_kill on v1), both processes
+# finish on their own, and the pins shrank to what the anonymous memory left (stats/pinned) with
+# the release counted in stats/shrinker_released.
+#
+# cgroup v2 (the guest mounts it at /sys/fs/cgroup) when its memory controller is there, else v1
+# mounted at /run/llmcache-memcg-v1; LLMCACHE_OOM_CGROUP=v1 forces v1 (kernels built with it: 6.1).
+# Prints PASS or the first FAIL.
+b=$LLMCACHE_BIN
+grow=$(dirname "$b")/kselftest/llmcache_anon_grow
+sys=/sys/kernel/llmcache
+mib=1048576
+limit_mib=128 weights_mib=96 anon_mib=${LLMCACHE_OOM_ANON_MIB:-112} step_mib=${LLMCACHE_OOM_STEP_MIB:-8} hold_s=5
+wl=$LLMCACHE_SCRATCH/oom-wl
+engine=
+fail() {
+	echo "FAIL: $*"
+	[ -n "$engine" ] && kill "$engine" 2>/dev/null
+	cat "$LLMCACHE_SCRATCH"/engine.log 2>/dev/null | tail -n 5
+	dmesg | grep -iE 'oom|llmcache' | tail -n 20
+	rmmod llmcache 2>/dev/null
+	exit 1
+}
+num() { cat "$sys/$1"; }
+
+[ -x "$grow" ] || fail "$grow is missing (make -C tests/kselftest)"
+
+# The cgroup, with the memory controller of whichever hierarchy has it.
+if [ "${LLMCACHE_OOM_CGROUP:-}" != v1 ] && grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+	version=2 root=/sys/fs/cgroup
+	echo +memory >"$root/cgroup.subtree_control" || fail "cannot enable the memory controller"
+else
+	version=1 root=/run/llmcache-memcg-v1
+	mkdir -p "$root"
+	mount -t cgroup -o memory none "$root" || fail "no memory controller in cgroup v2 or v1"
+fi
+cg=$root/llmcache-oom
+cg_make() {
+	mkdir "$cg" || fail "mkdir $cg"
+	if [ $version = 2 ]; then
+		echo $((limit_mib * mib)) >"$cg/memory.max" || fail "cannot limit $cg"
+		echo 0 >"$cg/memory.swap.max" 2>/dev/null # the guest has no swap; should it have some, none here
+	else
+		echo $((limit_mib * mib)) >"$cg/memory.limit_in_bytes" || fail "cannot limit $cg"
+		echo 0 >"$cg/memory.swappiness"
+	fi
+}
+oom_kills() {
+	if [ $version = 2 ]; then
+		awk '$1 == "oom_kill" { print $2 }' "$cg/memory.events"
+	else
+		awk '$1 == "oom_kill" { print $2 }' "$cg/memory.oom_control"
+	fi
+}
+usage_mib() {
+	if [ $version = 2 ]; then
+		echo $(($(cat "$cg/memory.current") / mib))
+	else
+		echo $(($(cat "$cg/memory.usage_in_bytes") / mib))
+	fi
+}
+in_cg() { # command...: runs it in the cgroup
+	sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$@"
+}
+
+insmod "$LLMCACHE_KO" || fail "insmod $LLMCACHE_KO"
+"$b/llmworkload" decoder --dir "$wl" --weights-size ${weights_mib}MiB --tokenizer-size 1MiB --config-size 4MiB \
+	--tokens 1 >/dev/null || fail "creating the decoder's files"
+
+run_one() { # access: one engine run under the growth
+	access=$1
+	cg_make
+	sync
+	echo 3 >/proc/sys/vm/drop_caches # the engine's reads charge the pages to its cgroup
+	echo $((1024 * mib)) >"$sys/pin_budget"
+	echo 1 >"$sys/enable"
+	"$b/llmcachectl" register "$wl/decoder/weights.bin" "$wl/decoder/tokenizer.bin" "$wl/decoder/config.bin" \
+		>/dev/null || fail "llmcachectl register"
+	released0=$(num stats/shrinker_released)
+	rm -f "$LLMCACHE_SCRATCH/engine.stop" "$LLMCACHE_SCRATCH/engine.failed"
+	# The engine: two tokens per run, run after run until told to stop; a failed run is noted.
+	in_cg sh -c 'while [ ! -e "$1/engine.stop" ]; do
+		"$2/llmworkload" decoder --dir "$3" --weights-size "$4" --tokenizer-size 1MiB --config-size 4MiB \
+			--access "$5" --tokens 2 >/dev/null || { echo "exit $?" >"$1/engine.failed"; exit 1; }
+	done' sh "$LLMCACHE_SCRATCH" "$b" "$wl" ${weights_mib}MiB "$access" >"$LLMCACHE_SCRATCH/engine.log" 2>&1 &
+	engine=$!
+	# Its loop pinned: half the limit, the most the module lets one cgroup's files pin.
+	half=$((limit_mib * mib / 2 / 4096)) i=0
+	while [ "$(num stats/pinned)" -lt $((half * 3 / 4)) ] && [ $i -lt 600 ]; do
+		[ -e "$LLMCACHE_SCRATCH/engine.failed" ] && fail "$access: the engine failed before the growth: $(cat "$LLMCACHE_SCRATCH/engine.failed")"
+		sleep 0.1
+		i=$((i + 1))
+	done
+	before=$(num stats/pinned)
+	[ "$before" -ge $((half * 3 / 4)) ] || fail "$access: the loop was not pinned: $before blocks after 60 s"
+	[ "$before" -le "$half" ] || fail "$access: $before blocks pinned, more than half the cgroup's limit ($half)"
+	# The engine's own memory grows into the pins' room while it decodes; the pins are read while it
+	# holds all of it (once it exits they may grow back).
+	in_cg "$grow" $anon_mib $step_mib 300 $hold_s >"$LLMCACHE_SCRATCH/grow.log" 2>&1 &
+	grower=$!
+	while ! grep -q "^anon $anon_mib MiB" "$LLMCACHE_SCRATCH/grow.log" && kill -0 $grower 2>/dev/null; do
+		sleep 0.1
+	done
+	sleep 1
+	after=$(num stats/pinned) usage=$(usage_mib)
+	rc=0
+	wait $grower || rc=$?
+	touch "$LLMCACHE_SCRATCH/engine.stop"
+	wait "$engine" || fail "$access: the engine did not finish on its own: $(cat "$LLMCACHE_SCRATCH/engine.failed" 2>/dev/null) (oom_kill $(oom_kills))"
+	engine=
+	[ $rc = 0 ] || fail "$access: the allocation did not finish (exit $rc; oom_kill $(oom_kills)): $(tail -n 1 "$LLMCACHE_SCRATCH/grow.log")"
+	kills=$(oom_kills)
+	[ "$kills" = 0 ] || fail "$access: $kills OOM kills in the cgroup"
+	released=$(($(num stats/shrinker_released) - released0))
+	room=$(((limit_mib - anon_mib) * mib / 4096))
+	[ "$after" -lt "$before" ] && [ "$after" -le "$room" ] ||
+		fail "$access: pins went from $before to $after blocks with ${anon_mib} MiB of anonymous memory in ${limit_mib} MiB (usage $usage MiB)"
+	[ "$released" -ge $((before - after)) ] ||
+		fail "$access: stats/shrinker_released grew by $released, the pins by $((before - after)) fewer"
+	echo "$access: cgroup v$version ${limit_mib} MiB, anonymous ${anon_mib} MiB (usage $usage MiB): pins $before ->" \
+		"$after blocks, $released released, no OOM kill"
+	"$b/llmcachectl" unregister "$wl/decoder/weights.bin" "$wl/decoder/tokenizer.bin" "$wl/decoder/config.bin" \
+		>/dev/null || fail "llmcachectl unregister"
+	rmdir "$cg" || fail "rmdir $cg"
+}
+
+for access in ${LLMCACHE_OOM_ACCESS:-pread mmap}; do
+	run_one "$access"
+done
+rmmod llmcache || fail rmmod
+[ $version = 1 ] && umount "$root"
+echo PASS
