@@ -3,7 +3,10 @@
 # llmcache.ko on Debian's 6.1 and 6.12 kernels: builds the module against both kernels' headers and the
 # kselftest suite, then runs the suite as root in a VM booting each kernel (tests/vm/run.sh), which
 # fails on a BUG, WARNING, Oops, soft lockup or hung task in the guest's kernel log; also checks the
-# runner itself and llmcachectl's module commands (tests/vm/llmcachectl-check.sh) on the newer kernel.
+# runner itself, llmcachectl's module commands (tests/vm/llmcachectl-check.sh), random ioctls and sysfs
+# writes from privileged and unprivileged processes (tests/vm/fuzz-check.sh) and pins under a memory
+# cgroup's limit giving way to the engine's anonymous memory (tests/vm/memcg-oom-check.sh) on the newer
+# kernel.
 set -euo pipefail
 src=${LLMCACHE_SRC:?LLMCACHE_SRC is not set}
 bin=${LLMCACHE_BIN:?LLMCACHE_BIN is not set}
@@ -40,6 +43,17 @@ echo "== llmcachectl on $k: $(tail -n 2 <<<"$out" | head -n 1)"
 out=$(LLMCACHE_BUILD="$build" LLMCACHE_BIN="$bin" "$src/tests/vm/run.sh" "$k" -- sh "$src/tests/vm/kv-stats-check.sh" 2>&1) && rc=0 || rc=$?
 echo "== llmcached KV stats on $k: $(tail -n 2 <<<"$out" | head -n 1)"
 [ $rc -eq 0 ] || { echo "FAIL: KV stats in the VM ($rc): $out"; fails=$((fails + 1)); }
+
+# Random ioctls and sysfs writes for 60 s, as root, as nobody and as root without CAP_SYS_ADMIN.
+out=$(LLMCACHE_BUILD="$build" LLMCACHE_BIN="$bin" "$src/tests/vm/run.sh" --timeout 240 "$k" -- sh "$src/tests/vm/fuzz-check.sh" 2>&1) && rc=0 || rc=$?
+echo "== fuzz on $k: $(grep '^fuzz:' <<<"$out" || true) $(grep '^run\.sh:' <<<"$out" || true)"
+[ $rc -eq 0 ] || { echo "FAIL: the fuzz in the VM ($rc): $out"; fails=$((fails + 1)); }
+
+# An engine's anonymous memory growing into its cgroup's pinned room: no OOM kill, the pins give way.
+out=$(LLMCACHE_BUILD="$build" LLMCACHE_BIN="$bin" "$src/tests/vm/run.sh" --timeout 240 "$k" -- sh "$src/tests/vm/memcg-oom-check.sh" 2>&1) && rc=0 || rc=$?
+echo "== pins under a memory cgroup on $k:"
+grep -E '^(pread|mmap):' <<<"$out" | sed 's/^/   /' || true
+[ $rc -eq 0 ] || { echo "FAIL: pins under a memory cgroup in the VM ($rc): $out"; fails=$((fails + 1)); }
 
 for k in $kernels; do
 	echo "== kselftest on $k"
