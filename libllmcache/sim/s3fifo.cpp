@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: MIT
-// S3-FIFO (Yang et al., "FIFO queues are all you need for cache eviction", SOSP 2023). Three FIFOs: a
-// small queue S that filters one-hit wonders, a main queue M, and a ghost queue G of keys evicted from
-// S. New blocks enter S, or M when their key is in G. Each block keeps a 2-bit hit counter (capped at 3).
-// Evicting from S moves the tail block to M if it was hit while in S, else drops it to G; evicting from
-// M reinserts the tail block at the head with its counter decremented while the counter is non-zero
-// (a 2-bit CLOCK). S is evicted from while it holds at least its 10% share, M otherwise.
-// Parameters: S = 10% of the cache (at least 1 block), M = the rest, G holds as many keys as M (at least
-// 1). The move to M needs at least one hit in S (the reference implementation's threshold). O(1)
-// amortised per access.
+// S3-FIFO (Yang et al., "FIFO queues are all you need for cache eviction", SOSP 2023), as the paper's
+// Algorithm 1 and the reference implementation of its time (libCacheSim's S3FIFO) run it. Three FIFOs: a
+// small queue S that filters one-hit wonders, a main queue M, and a ghost queue G of keys evicted from S.
+// A missed block enters M when its key is in G, else S.
+// Each block counts its hits. An eviction takes from M when M holds more than its share or S is empty,
+// else from S. Evicting from S moves the tail block to M (its count reset) if it was hit at least twice
+// while in S, else drops it and puts its key in G; evicting from M reinserts the tail block at the head
+// with its count capped at 3 and decremented while the count is non-zero (a 2-bit CLOCK).
+// Parameters (the reference's defaults): S = 10% of the cache, M = 90% (real shares: M is over its share
+// when it holds more than 0.9 x the cache), G = 90% of the cache in keys (at least 1), the move from S to
+// M after 2 hits. O(1) amortised per access.
 #include "sim/flat_map.hpp"
 #include "sim/lru_list.hpp"
 #include "sim/policies.hpp"
@@ -21,8 +23,8 @@ namespace {
 class S3Fifo final : public Policy {
 public:
 	explicit S3Fifo(uint64_t capacity)
-		: Policy(checked_capacity(capacity, "s3fifo")), small_(std::max<uint64_t>(1, capacity / 10)),
-		  ghost_(std::max<uint64_t>(1, capacity - small_)), map_(initial_slots(capacity + ghost_))
+		: Policy(checked_capacity(capacity, "s3fifo")), ghost_(std::max<uint64_t>(1, capacity * 9 / 10)),
+		  map_(initial_slots(capacity + ghost_))
 	{
 	}
 
@@ -37,7 +39,7 @@ public:
 		if (n != nil)
 			links_.remove(l_[G], n); // before evicting, which may trim G
 		while (l_[S].size + l_[M].size >= capacity_)
-			l_[S].size >= small_ ? evict_small() : evict_main();
+			10 * l_[M].size > 9 * capacity_ || l_[S].empty() ? evict_main() : evict_small(); // M over 90%
 		if (n == nil)
 			n = alloc(r.key);
 		where_[n] = np ? M : S;
@@ -50,12 +52,13 @@ public:
 
 private:
 	enum : uint8_t { S, M, G };
+	static constexpr uint8_t MOVE_TO_MAIN = 2; // hits in S
 
 	void evict_small()
 	{
 		while (!l_[S].empty()) {
 			uint32_t t = links_.pop_back(l_[S]);
-			if (freq_[t] > 0) {
+			if (freq_[t] >= MOVE_TO_MAIN) {
 				freq_[t] = 0;
 				where_[t] = M;
 				links_.push_front(l_[M], t);
@@ -100,7 +103,7 @@ private:
 		links_.release(n);
 	}
 
-	uint64_t small_, ghost_;
+	uint64_t ghost_;
 	FlatMap<uint32_t> map_;
 	Links links_;
 	List l_[3];

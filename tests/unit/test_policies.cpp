@@ -30,6 +30,7 @@ const Named online[] = {
 	{"lru", make_lru_policy},     {"fifo", make_fifo_policy},   {"clock", make_clock_policy},
 	{"mru", make_mru_policy},     {"arc", make_arc_policy},     {"2q", make_two_q_policy},
 	{"lirs", make_lirs_policy},   {"lecar", make_lecar_policy}, {"s3fifo", make_s3fifo_policy},
+	{"sieve", make_sieve_policy},
 	{"ubm", make_ubm_policy},
 };
 
@@ -197,12 +198,22 @@ static void lirs_access__scan__keeps_lir_set(void **)
 
 static void s3fifo_access__one_hit_wonders__filtered_by_small_queue(void **)
 {
-	// c = 5: S = 1, M = 4, G = 4 keys. Hand trace: hit blocks move S->M on eviction, unhit ones go to G;
-	// 2 and 9 come back from G into M; 3 was trimmed from G so it re-enters S; M evicts its zero-count
-	// tail (2) after decrementing 1's count.
-	const std::vector<uint64_t> seq = {1, 2, 3, 4, 5, 1, 6, 1, 7, 2, 5, 8, 9, 10, 3,
-					   1, 3, 10, 11, 2, 1, 6, 9, 12, 5, 10, 1, 9};
-	assert_string_equal(run(make_s3fifo_policy, 5, seq).c_str(), "mmmmmHmHmmHmmmmHHHmmHmmmmHHH");
+	// c = 5: S = 1, M = 4, G = 4 keys. Hand trace: 1, hit twice in S, moves to M at the first eviction
+	// and keeps hitting there; 2 and 3, hit once, go to G (the reference's threshold is two hits); 4 comes
+	// back from G into M and hits there; 2 was trimmed from G by then, so it re-enters S.
+	const std::vector<uint64_t> seq = {1, 1, 1, 2, 3, 2, 4, 5, 6, 3, 7, 1, 8, 9, 4, 10, 2, 11, 1, 12, 3, 4};
+	assert_string_equal(run(make_s3fifo_policy, 5, seq).c_str(), "mHHmmHmmmHmHmmmmmmHmmH");
+}
+
+static void sieve_access__hit_block_behind_the_hand__survives_a_scan(void **)
+{
+	// c = 3. Hand trace: the first eviction starts at the tail (1, visited: cleared, kept) and evicts 2,
+	// leaving the hand at 3; the hand then evicts each unvisited block it meets on its way to the head,
+	// so 1, hit again each time before the hand comes back to it, survives the scan 6..9, which LRU
+	// does not.
+	const std::vector<uint64_t> seq = {1, 2, 3, 1, 4, 2, 5, 1, 3, 2, 1, 6, 7, 8, 9, 1};
+	assert_string_equal(run(make_sieve_policy, 3, seq).c_str(), "mmmHmmmHmmHmmmmH");
+	assert_int_equal(run(make_lru_policy, 3, seq).back(), 'm');
 }
 
 static void lecar_access__experts_agree__same_result_for_every_seed(void **)
@@ -501,6 +512,7 @@ int main()
 		cmocka_unit_test(lirs_access__irr_changes__lir_set_follows),
 		cmocka_unit_test(lirs_access__scan__keeps_lir_set),
 		cmocka_unit_test(s3fifo_access__one_hit_wonders__filtered_by_small_queue),
+		cmocka_unit_test(sieve_access__hit_block_behind_the_hand__survives_a_scan),
 		cmocka_unit_test(lecar_access__experts_agree__same_result_for_every_seed),
 		cmocka_unit_test(lecar_access__same_seed__reproducible),
 		cmocka_unit_test(lecar_access__history_hit__other_expert_weight_grows),
