@@ -79,6 +79,8 @@ private:
 		uint8_t *shm = nullptr;
 		int region = -1;
 		std::unique_ptr<KvStore> kv;
+		Clock::time_point error_logged{}; // the last log line about this session's failures
+		uint64_t errors_held = 0;	  // failures since then, not logged (log_failure)
 	};
 	Server() = default;
 	void accept_one();
@@ -93,6 +95,8 @@ private:
 	std::string handle(Conn &c, const uint8_t *buf, size_t len, int fd, proto::Reply &r);
 	std::string open_session(Conn &c, const proto::Open &o, int memfd, proto::Reply &r);
 	int open_store(Session &s, std::string &err);
+	// Logs a failed request of a session unless it was the caller's mistake (-EINVAL, -EBUSY).
+	void log_failure(Session &s, const char *request, int status, const std::string &why);
 	std::string status(const Conn &c) const;
 	void push_stats(); // to /sys/kernel/llmcache/kv/ through the module, when it is loaded
 
@@ -101,7 +105,7 @@ private:
 	bool bound_ = false; // the socket file is ours to remove
 	std::map<uint64_t, Conn> conns_;
 	uint64_t next_conn_ = 2; // 0 and 1 key the stop and listen fds in epoll
-	Clock::time_point listen_paused_until_{}, refusal_logged_{};
+	Clock::time_point listen_paused_until_{}, refusal_logged_{}, open_failure_logged_{};
 	std::vector<std::unique_ptr<Session>> sessions_;
 	std::vector<int> free_regions_;
 	uint32_t regions_ = 0;
