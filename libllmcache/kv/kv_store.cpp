@@ -154,7 +154,25 @@ int KvStore::append(uint32_t layer, const void *k, const void *v)
 	// Over the budget: spill now. Over the beta split only: spill when a page fills (pages become
 	// movable only at page boundaries, so checking every token would rescan for nothing).
 	const bool over = stats_.cpu_bytes > opt_.cpu_budget || (p.n_tokens == P && stats_.cpu_bytes > budget());
-	return over ? spill() : 0;
+	if (!over)
+		return 0;
+	// A device that fails (I/O errors, gone, full) fails every spill, and every spill of an append
+	// over the budget wrote all its victims again: the pages that could not leave piled up, so each
+	// token cost more failed writes than the last, and the single-threaded daemon stalled every
+	// other session behind them (tests/vm/kv-fault-check.sh: 4.5 ms per token and layer under TCG
+	// with 8 MiB stuck, growing with it). So after a failure, retry when a page fills (the pages
+	// become movable at page boundaries anyway) and meanwhile report the same failure.
+	if (spill_failed_ && p.n_tokens != P)
+		return set_error(spill_failed_, spill_error_);
+	return spill_and_note();
+}
+
+int KvStore::spill_and_note()
+{
+	const int r = spill();
+	spill_failed_ = r < 0 ? r : 0;
+	spill_error_ = r < 0 ? err_ : std::string();
+	return r;
 }
 
 // Spills whole pages until the CPU pool is at 7/8 of its budget (a batch per spill keeps the queue
@@ -464,7 +482,7 @@ int KvStore::select_end(KvSelection &out)
 		stats_.promoted_pages++;
 	}
 	if (stats_.cpu_bytes > budget())
-		spill(); // a failure keeps the pages in memory; it is counted and the next append reports it
+		spill_and_note(); // a failure keeps the pages in memory; it is counted and the next append reports it
 	return 0;
 }
 

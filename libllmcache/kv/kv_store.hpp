@@ -85,6 +85,8 @@ public:
 
 	// Appends the next token's K and V (kv_heads * head_dim elements of the dtype each) to a layer.
 	// The token is stored even when spilling fails; the return value then says why (-ENOSPC, -EIO).
+	// After a failed spill, spilling is tried again when a page fills, not at every token: until then
+	// each append over the budget returns that failure again.
 	int append(uint32_t layer, const void *k, const void *v);
 	// Selects at most max(budget, sink + recent) tokens of a layer for query q (q_heads * head_dim
 	// floats) and gathers their K and V. Often-selected spilled pages come back to memory, and the
@@ -136,6 +138,8 @@ private:
 	KvStore() = default;
 	int set_error(int e, std::string msg);
 	int spill();
+	// spill(), remembering a failure so that append does not retry before a page fills.
+	int spill_and_note();
 	// Copies the K and V rows of the spilled tokens among positions (ascending) to k and v (row i of
 	// each for positions[i]). The pages listed in `whole` (ascending) are read whole and land, verified,
 	// in whole_pages[j]'s buffers; of the others only the blocks holding the rows are read.
@@ -154,6 +158,8 @@ private:
 	std::string err_, note_;
 	KvStats stats_;
 	Pending pending_;
+	int spill_failed_ = 0;	  // the last spill's error (0: it succeeded), until one succeeds
+	std::string spill_error_; // its message
 };
 
 } // namespace llmcache::kv

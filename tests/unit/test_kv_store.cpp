@@ -361,6 +361,44 @@ void device_full__tiny_device__enospc_and_nothing_lost(void **)
 	}
 }
 
+// A device that cannot take the spills (full here; failing with -EIO in tests/vm/kv-fault-check.sh)
+// is tried again when a page fills, not at every token: every token used to rewrite all the pages
+// stuck in memory. Every append over the budget still reports the failure, and nothing is lost.
+void spill_failure__retried_when_a_page_fills__reported_at_every_token(void **)
+{
+	const KvShape s = shape(CSD_FP16, 1);
+	KvOptions o = options(make_device(16 << 20));
+	o.device_capacity = 6 * 4096; // three pages of K and V
+	auto kv = open_store(s, o);
+	const uint64_t row = kv->row_bytes();
+	std::vector<uint8_t> k(row), v(row);
+	uint32_t failed_from = 0, ok_after = 0;
+	const uint32_t n = 800;
+	for (uint32_t t = 0; t < n; t++) {
+		std::memset(k.data(), (int)t, row);
+		std::memset(v.data(), (int)~t, row);
+		const int r = kv->append(0, k.data(), v.data());
+		if (r) {
+			assert_int_equal(r, -ENOSPC);
+			assert_non_null(std::strstr(kv->error().c_str(), "is full"));
+			failed_from = failed_from ? failed_from : t + 1;
+		} else if (failed_from) {
+			ok_after++;
+		}
+	}
+	assert_true(failed_from > 0);
+	assert_int_equal(ok_after, 0);
+	const uint32_t pages_filled_after = (n - failed_from) / o.page_tokens + 1;
+	const KvStats st = kv->stats();
+	printf("spill batches %llu, pages filled since the first failure %u\n", (unsigned long long)st.spill_batches,
+	       pages_filled_after);
+	assert_true(st.spill_batches <= failed_from / o.page_tokens + pages_filled_after + 1);
+	for (uint32_t t = 0; t < n; t++) {
+		assert_int_equal(kv->read(0, t, k.data(), v.data()), 0);
+		assert_true(k[0] == (uint8_t)t && k[row - 1] == (uint8_t)t && v[0] == (uint8_t)~t);
+	}
+}
+
 void missing_device__open__enoent_with_advice(void **)
 {
 	std::unique_ptr<KvStore> kv;
@@ -418,6 +456,7 @@ int main()
 		cmocka_unit_test(select_begin_end__split__same_as_select_and_guarded),
 		cmocka_unit_test(checksum__corrupted_slab__error_not_data),
 		cmocka_unit_test(device_full__tiny_device__enospc_and_nothing_lost),
+		cmocka_unit_test(spill_failure__retried_when_a_page_fills__reported_at_every_token),
 		cmocka_unit_test(missing_device__open__enoent_with_advice),
 		cmocka_unit_test(memory_only__over_budget__enospc_and_kept),
 		cmocka_unit_test(xrt_backend__no_card__falls_back_to_emulated),
