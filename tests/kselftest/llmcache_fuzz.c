@@ -21,6 +21,8 @@
  *   fail with EINVAL and change nothing.
  * - churn (root): reads, mmaps, truncates and rewrites the files the ioctl processes register, and
  *   reads every file under /sys/kernel/llmcache while per-file directories come and go.
+ * - pressure (root): takes all but 32 MiB of MemAvailable for a moment every second or so, so that
+ *   global reclaim runs the module's shrinker amid the rest.
  * - unprivileged (uid/gid nobody, no supplementary groups): opening /dev/llmcache must fail with
  *   EACCES, opening any sysfs file for writing with EACCES; reading every sysfs file works.
  * - no CAP_SYS_ADMIN (uid 0 with that capability dropped): opening /dev/llmcache must fail with EPERM.
@@ -298,8 +300,8 @@ static void fill_payload(const struct cmd_desc *c, void *buf, int *flags_set, un
 		struct llmcache_ioc_file_opts *r = buf;
 
 		r->fd = pick_fd();
-		r->flags = one_in(3) ? pick_flags() : (uint32_t)below(LLMCACHE_FILE_FLAGS_ALL + 1);
-		r->pin_limit = one_in(2) ? 0 : pick_u64();
+		r->flags = one_in(4) ? pick_flags() : one_in(2) ? 0 : (uint32_t)below(LLMCACHE_FILE_FLAGS_ALL + 1);
+		r->pin_limit = !one_in(4) ? 0 : pick_u64();
 		break;
 	}
 	case LLMCACHE_IOC_SET_AUTO: {
@@ -405,6 +407,8 @@ static unsigned long random_cmd(void)
 	return cmd;
 }
 
+static double last_unregister;
+
 static void ioctl_one(void)
 {
 	static unsigned char payload[4096] __attribute__((aligned(8)));
@@ -421,6 +425,13 @@ static void ioctl_one(void)
 		ci = NR_CMDS;
 	} else {
 		ci = below(NR_CMDS);
+		/* Files stay registered for a while (an unregistration per 0.2 s), so that loops, pins and drops happen. */
+		if (cmds[ci].cmd == LLMCACHE_IOC_UNREGISTER) {
+			if (now_s() < last_unregister + 0.2)
+				ci = 0;
+			else
+				last_unregister = now_s();
+		}
 		c = &cmds[ci];
 		cmd = c->cmd;
 		fill_payload(c, payload, &flags_set, loops_buf, sizeof(loops_buf));
@@ -634,6 +645,24 @@ static int is_enable(const char *path)
 	return !strcmp(path, SYSFS "/enable");
 }
 
+/* A value that makes the module work: pins, protection and drops on the fuzz's files (29 MiB). */
+static void sane_text(const char *path, char *buf, size_t room, size_t *len)
+{
+	uint64_t v;
+
+	if (is_enable(path))
+		v = !one_in(8);
+	else if (strstr(path, "pin_budget"))
+		v = below(8192) << 12;
+	else if (strstr(path, "hot_reserve"))
+		v = below(256) << 12;
+	else if (strstr(path, "_ns"))
+		v = below(100) * 1000000;
+	else
+		v = below(2) ? 0 : (1 + below(1000)) << 20;
+	*len = snprintf(buf, room, "%llu\n", (unsigned long long)v);
+}
+
 static void sysfs_write_one(char writable[][256], int n)
 {
 	static char text[8192], before[64], after[64];
@@ -643,7 +672,12 @@ static void sysfs_write_one(char writable[][256], int n)
 	ssize_t w;
 	int fd, accept, e;
 
-	random_text(text, sizeof(text), &len);
+	if (is_enable(path) && !one_in(4))
+		path = writable[below(n)]; /* enable=0 lets everything go: less often than the rest */
+	if (one_in(2))
+		sane_text(path, text, sizeof(text), &len);
+	else
+		random_text(text, sizeof(text), &len);
 	accept = kstrtou64_like(text, len, &want) && (!is_enable(path) || want <= 1);
 	if (read_all(path, before, sizeof(before)) < 0) {
 		FAIL("reading %s before a write: %s", path, strerror(errno));
@@ -701,6 +735,8 @@ static void sysfs_worker(double deadline)
 	while (now_s() < deadline) {
 		sysfs_write_one(writable, n);
 		writes++;
+		if (one_in(4))
+			usleep(below(20000)); /* room for the workers between changes */
 	}
 	/* Leave the module enabled with sane tunables for the health check. */
 	int fd = open(SYSFS "/enable", O_WRONLY);
@@ -780,6 +816,58 @@ static void churn_worker(double deadline)
 		rounds++;
 	}
 	printf("[%s] %lu rounds\n", who, rounds);
+}
+
+/* ---- memory pressure ------------------------------------------------------------------------------ */
+
+/* A /proc/meminfo field in KiB, -1 when missing. */
+static long long meminfo_kib(const char *field)
+{
+	char line[128];
+	long long v = -1;
+	size_t len = strlen(field);
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, len) && line[len] == ':') {
+			v = atoll(line + len + 1);
+			break;
+		}
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/*
+ * Global reclaim while the others run, so that the shrinker and the pin, HOT and SEQ workers race the
+ * ioctls: every second or so, anonymous memory up to all but 32 MiB of MemAvailable, touched, held
+ * briefly and freed. The OOM killer's first choice (oom_score_adj 1000), should it run.
+ */
+static void pressure_worker(double deadline)
+{
+	unsigned long rounds = 0, mib = 0;
+	int fd = open("/proc/self/oom_score_adj", O_WRONLY);
+
+	if (fd < 0 || write(fd, "1000", 4) != 4)
+		FAIL("oom_score_adj: %s", strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	while (now_s() < deadline) {
+		long long avail = meminfo_kib("MemAvailable");
+		size_t len = avail > 48 * 1024 ? (size_t)(avail - 32 * 1024) << 10 : 0;
+		char *p = len ? mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
+
+		if (p != MAP_FAILED) {
+			for (size_t off = 0; off < len; off += 4096)
+				p[off] = 1;
+			usleep(100000 + below(200000));
+			munmap(p, len);
+			mib += len >> 20;
+		}
+		rounds++;
+		usleep(500000 + below(1000000));
+	}
+	printf("[%s] %lu rounds, %lu MiB touched\n", who, rounds, mib);
 }
 
 /* ---- the unprivileged and the capability-less processes ------------------------------------------- */
@@ -898,8 +986,9 @@ static int health_check(const char *dir)
 
 /* ---- main ----------------------------------------------------------------------------------------- */
 
-enum worker { W_IOCTL_A, W_IOCTL_B, W_SYSFS, W_CHURN, W_NOBODY, W_NOCAP, NR_WORKERS };
-static const char *const worker_names[NR_WORKERS] = { "ioctl-a", "ioctl-b", "sysfs", "churn", "nobody", "no-cap" };
+enum worker { W_IOCTL_A, W_IOCTL_B, W_SYSFS, W_CHURN, W_PRESSURE, W_NOBODY, W_NOCAP, NR_WORKERS };
+static const char *const worker_names[NR_WORKERS] = { "ioctl-a", "ioctl-b", "sysfs", "churn", "pressure", "nobody",
+						     "no-cap" };
 
 static void run_worker(enum worker w, uint64_t seed, double deadline)
 {
@@ -915,6 +1004,9 @@ static void run_worker(enum worker w, uint64_t seed, double deadline)
 		break;
 	case W_CHURN:
 		churn_worker(deadline);
+		break;
+	case W_PRESSURE:
+		pressure_worker(deadline);
 		break;
 	case W_NOBODY:
 		close(dev_fd); /* what it may do is decided at open: it starts with no descriptor of the device */

@@ -15,7 +15,11 @@ fail() { echo "FAIL: $*"; rmmod llmcache 2>/dev/null; exit 1; }
 insmod "$LLMCACHE_KO" || fail "insmod $LLMCACHE_KO"
 "$fuzz" --seed "$seed" --seconds "$seconds" --dir "$LLMCACHE_SCRATCH" || fail "llmcache_fuzz --seed $seed"
 # Whatever the fuzz left registered (its files, and the automatic mode's) goes with the module.
-echo "after the fuzz: $(cat /sys/kernel/llmcache/registered) files registered, $(cat /sys/kernel/llmcache/stats/pinned) blocks pinned"
+s=/sys/kernel/llmcache/stats
+echo "after the fuzz: $(cat /sys/kernel/llmcache/registered) files registered; what ran under it:" \
+	"$(cat $s/accesses) accesses, $(cat $s/loop_iterations) loop iterations, $(cat $s/shrinker_released) released" \
+	"by the shrinker, $(cat $s/seq_dropped) SEQ and $(cat $s/loop_dropped) loop tail blocks dropped," \
+	"$(cat $s/pinned) pinned and $(cat $s/hot_protected) protected now"
 rmmod llmcache || fail "rmmod after the fuzz (seed $seed)"
 insmod "$LLMCACHE_KO" || fail "insmod after the fuzz"
 [ "$(cat /sys/kernel/llmcache/registered)" = 0 ] || fail "a fresh module has files registered"
