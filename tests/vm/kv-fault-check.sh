@@ -124,7 +124,6 @@ scenario() {
 	make_device
 	start_daemon "$backend"
 	start_client
-	sent=open
 	ok open A
 	a=${reply#ok session }
 	a=${a%% *}
