@@ -15,7 +15,8 @@
 #
 # cgroup v2 (the guest mounts it at /sys/fs/cgroup) when its memory controller is there, else v1
 # mounted at /run/llmcache-memcg-v1; LLMCACHE_OOM_CGROUP=v1 forces v1 (kernels built with it: 6.1).
-# Prints PASS or the first FAIL.
+# LLMCACHE_OOM_ANON_MIB (112) and LLMCACHE_OOM_STEP_MIB (8) change how far and how fast the anonymous
+# memory grows (120 and 60 pass too). Prints PASS or the first FAIL.
 b=$LLMCACHE_BIN
 grow=$(dirname "$b")/kselftest/llmcache_anon_grow
 sys=/sys/kernel/llmcache
