@@ -12,13 +12,12 @@
 
 namespace llmcache::sim {
 
-// One 4 KiB block access, after the replay has split multi-block records and numbered the files.
+// One 4 KiB block access, after the replay has split multi-block records and numbered the files. 16
+// bytes: a replay keeps every one of them in memory, and no policy looks at more (the file is the key's
+// top bits, key_file()).
 struct Request {
-	uint64_t key;     // (file << 40) | block: unique per block of the trace
+	uint64_t key;     // (file << 40) | block: unique per block of the trace; the file numbers are dense, from 0
 	uint64_t time_ns; // access time
-	uint32_t file;    // dense file number, from 0
-	uint32_t pid;
-	uint8_t op;       // enum llmcache_op
 };
 
 constexpr uint64_t request_key(uint32_t file, uint64_t block) { return (uint64_t(file) << 40) | block; }

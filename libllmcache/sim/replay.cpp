@@ -5,6 +5,8 @@
 // are the same whatever the number of threads.
 #include "sim/replay.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -26,6 +28,18 @@ namespace {
 constexpr uint64_t block_limit = (uint64_t(1) << 40) - 1; // block numbers below this fit request_key()
 constexpr uint64_t file_limit = (uint64_t(1) << 24) - 1;  // and file numbers below this
 
+// Room for n requests at once, in transparent huge pages where the kernel gives them (a 10 M-access trace
+// is 160 MB: 80 page faults instead of 40,000, and no copy as the vector grows).
+void reserve_huge(std::vector<Request> &v, uint64_t n)
+{
+	v.reserve(n);
+	constexpr uintptr_t HUGE = uintptr_t(2) << 20;
+	const uintptr_t from = (reinterpret_cast<uintptr_t>(v.data()) + HUGE - 1) & ~(HUGE - 1);
+	const uintptr_t to = (reinterpret_cast<uintptr_t>(v.data() + n)) & ~(HUGE - 1);
+	if (from < to)
+		madvise(reinterpret_cast<void *>(from), to - from, MADV_HUGEPAGE);
+}
+
 } // namespace
 
 Trace load_trace(trace::Reader &reader, const std::function<void(uint64_t records)> &on_records)
@@ -38,6 +52,8 @@ Trace load_trace(trace::Reader &reader, const std::function<void(uint64_t record
 	std::map<trace::FileKey, uint32_t> numbers;
 	trace::FileKey last{~0u, ~uint64_t(0)};
 	uint32_t file = 0;
+	if (const uint64_t n = reader.block_accesses_hint())
+		reserve_huge(t.requests, n);
 	llmcache_access a;
 	while (reader.next(a)) {
 		t.records++;
@@ -64,7 +80,7 @@ Trace load_trace(trace::Reader &reader, const std::function<void(uint64_t record
 						 " exceed the simulator's 40-bit block numbers (4 PiB per file)");
 		for (uint64_t b = a.first_block, end = a.first_block + a.nr_blocks; b < end; b++) {
 			uint64_t key = request_key(file, b);
-			t.requests.push_back(Request{key, a.time_ns, file, a.pid, a.op});
+			t.requests.push_back(Request{key, a.time_ns});
 			if (key >> 6 != word_key) {
 				if (word_key != FlatMap<uint64_t>::empty_key)
 					seen.put(word_key, word);

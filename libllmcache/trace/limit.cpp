@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
-// A memory bound for tools that expand a trace into per-block data (llmreplay keeps 32 bytes per block
+// A memory bound for tools that expand a trace into per-block data (llmreplay keeps 16 bytes per block
 // access): the readers bound each record, this bounds their sum. A trace of a few megabytes can claim
 // 2^20 blocks per 40-byte record, so without it a hostile or corrupt trace ends in std::bad_alloc after
 // gigabytes; with it the tool stops at the record that passes the bound and names its offset or line.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -39,6 +40,7 @@ public:
 	std::vector<std::string> notes() const override { return inner_->notes(); }
 	std::string producer() const override { return inner_->producer(); }
 	uint32_t flags() const override { return inner_->flags(); }
+	uint64_t block_accesses_hint() const override { return std::min(inner_->block_accesses_hint(), max_blocks_); }
 	Position position() const override
 	{
 		Position p = inner_->position();

@@ -48,6 +48,8 @@ public:
 		records_ = size >= 0 ? uint64_t(size) / 24 : UINT64_MAX;
 	}
 
+	uint64_t block_accesses_hint() const override { return records_ == UINT64_MAX ? 0 : records_; }
+
 	bool next(llmcache_access &out) override
 	{
 		if (in_->fill(sizeof(OracleRecord)) < sizeof(OracleRecord)) [[unlikely]] {

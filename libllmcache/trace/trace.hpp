@@ -66,6 +66,10 @@ public:
 	virtual std::string producer() const { return {}; }
 	// LLMCACHE_TRACE_F_* that apply to the trace (e.g. MMAP_UNSEEN). Complete once next() has returned false.
 	virtual uint32_t flags() const { return 0; }
+	// About how many block accesses the whole trace holds, for a caller that sizes its memory once, when
+	// the format says so without reading it (an oracleGeneral file: its records, one block each unless an
+	// object is larger); 0 when it does not.
+	virtual uint64_t block_accesses_hint() const { return 0; }
 	// Where the record that next() returned last starts, for a caller that refuses it (e.g. because
 	// the trace no longer fits in memory): {"byte offset", N} or {"line", N}; kind is empty for a
 	// reader that cannot say (one made by a test from a vector).

@@ -31,7 +31,7 @@ std::vector<Request> decoder_stream(uint64_t tokens)
 	std::vector<Request> out;
 	uint64_t t = 0, rng = 88172645463325252ULL;
 	auto add = [&](uint32_t file, uint64_t block) {
-		out.push_back(Request{request_key(file, block), t += 100, file, 1, 0});
+		out.push_back(Request{request_key(file, block), t += 100});
 	};
 	for (uint64_t b = 0; b < 4096; b++)
 		add(2, b);
@@ -170,7 +170,7 @@ int main(int argc, char **argv)
 		long fixed = rss_kib() - before;
 		auto p = make_policy(name, big);
 		for (uint64_t b = 0; b < big; b++)
-			p->access(Request{request_key(0, b * 3), b, 0, 1, 0}); // scattered: every block its own
+			p->access(Request{request_key(0, b * 3), b}); // scattered: every block its own
 		std::printf("%s: %.1f bytes per cached block (RSS growth over %llu cached blocks, less %ld KiB fixed)\n",
 			    name, double(rss_kib() - before - 2 * fixed) * 1024 / double(big), (unsigned long long)big,
 			    fixed);

@@ -86,7 +86,7 @@ expect 1 "far.trace.*40-bit block numbers" "$R" "$tmp/far.trace"
 # The tools' own bounds: a trace that is sound but needs more than --max-memory.
 expect 1 "flagged.trace:byte offset [0-9]+: the footprint passes 16 blocks.*--max-memory" \
 	"$T" stat "$tmp/flagged.trace" --max-memory 1KiB
-expect 1 "flagged.trace:byte offset [0-9]+: the trace claims more than 32 block accesses.*--max-memory" \
+expect 1 "flagged.trace:byte offset [0-9]+: the trace claims more than 64 block accesses.*--max-memory" \
 	"$R" "$tmp/flagged.trace" --max-memory 1KiB
 
 # convert in place is refused, and the input is kept.

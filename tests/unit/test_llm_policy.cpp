@@ -24,7 +24,7 @@ struct Run {
 	}
 	bool touch(uint32_t file, uint64_t block)
 	{
-		Request r{request_key(file, block), t += 1000, file, 1, LLMCACHE_OP_READ};
+		Request r{request_key(file, block), t += 1000};
 		bool hit = policy->access(r);
 		hits += hit;
 		return hit;
@@ -94,7 +94,7 @@ void sweep_policies__pure_loop_larger_than_cache__lru_none_llm_c_belady_within_o
 	std::vector<Request> reqs;
 	for (uint64_t i = 0; i < iterations; i++)
 		for (uint64_t b = 0; b < n; b++)
-			reqs.push_back(Request{request_key(0, b), reqs.size() * 1000, 0, 1, LLMCACHE_OP_READ});
+			reqs.push_back(Request{request_key(0, b), reqs.size() * 1000});
 	auto per_iteration = [&](const char *name) {
 		auto p = make_policy(name, c);
 		p->prepare(reqs);

@@ -34,7 +34,7 @@ const Named online[] = {
 	{"ubm", make_ubm_policy},
 };
 
-Request req(uint64_t block, uint32_t file = 0) { return Request{request_key(file, block), 0, file, 0, 0}; }
+Request req(uint64_t block, uint32_t file = 0) { return Request{request_key(file, block), 0}; }
 
 std::vector<Request> reqs(const std::vector<uint64_t> &blocks)
 {

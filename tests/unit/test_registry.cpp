@@ -18,7 +18,7 @@ namespace {
 const std::vector<std::string> expected_names = {"llm", "lru",  "fifo",  "clock",  "mru", "arc",
 						 "2q",  "lirs", "lecar", "s3fifo", "sieve", "ubm", "belady"};
 
-Request req(uint64_t block, uint32_t file) { return Request{request_key(file, block), block * 1000, file, 1, 0}; }
+Request req(uint64_t block, uint32_t file) { return Request{request_key(file, block), block * 1000}; }
 
 uint64_t rng_state = 7;
 uint64_t rnd(uint64_t n)

@@ -82,6 +82,17 @@ static void oracle_reader__length_not_multiple_of_24__error_at_partial_record(vo
 	expect_trace_error([&] { open_reader(path, Format::oracle_general); }, 72, {"cut.oracleGeneral:byte offset 72:", "24-byte"});
 }
 
+static void oracle_reader__block_accesses_hint__one_per_record_bounded_by_limit(void **)
+{
+	std::string path = scratch("hint.bin");
+	Raw r[3] = {{1, 0, 4096, -1}, {1, 1, 4096, -1}, {1, 2, 4096, -1}};
+	write_file(path, std::string(reinterpret_cast<const char *>(r), sizeof r));
+	assert_int_equal(open_reader(path, Format::oracle_general)->block_accesses_hint(), 3);
+	assert_int_equal(limit_blocks(open_reader(path, Format::oracle_general), path, 2, "test")->block_accesses_hint(), 2);
+	write_file(path, "time_ns,pid,dev,inode,first_block,nr_blocks,op,path\n");
+	assert_int_equal(open_reader(path, Format::csv)->block_accesses_hint(), 0);
+}
+
 static void oracle_reader__large_obj_size__blocks_rounded_up(void **)
 {
 	std::string path = scratch("size.bin");
@@ -146,6 +157,7 @@ int main(void)
 		cmocka_unit_test(oracle_reader__next_access_outside_the_file__error_at_the_record),
 		cmocka_unit_test(oracle_reader__largest_object__within_the_record_limit),
 		cmocka_unit_test(oracle_writer__to_dev_null__device_kept),
+		cmocka_unit_test(oracle_reader__block_accesses_hint__one_per_record_bounded_by_limit),
 	};
 	return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

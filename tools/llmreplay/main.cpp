@@ -3,7 +3,7 @@
 // ratios (the paper's Figure 4), the llm policy's per-class hits, and the data-fetch latency model
 // (Figure 5). See Documentation/replay.md.
 //
-// The replay keeps one 32-byte request per block access in memory, so the trace is read through
+// The replay keeps one 16-byte request per block access in memory, so the trace is read through
 // trace::limit_blocks() with a bound from --max-memory: a trace that claims more stops with the offset or
 // line of the record that passed the bound instead of std::bad_alloc. Every output, stdout included, is
 // checked after its last write: results that did not reach their file are an error, not exit status 0.
@@ -193,7 +193,7 @@ int run(int argc, char **argv)
 		 "comma-separated cache sizes: N% of the footprint, a size in bytes with its unit (64MiB, 1GB), or "
 		 "N blocks of 4 KiB (1000blocks); a plain number is refused, since other tools read it as bytes")
 		("max-memory", po::value<std::string>()->default_value("auto")->value_name("SIZE"),
-		 "refuse a trace whose requests (32 bytes per block access) would need more than SIZE; auto: half "
+		 "refuse a trace whose requests (16 bytes per block access) would need more than SIZE; auto: half "
 		 "the available memory")
 		("jobs,j", po::value<unsigned>()->default_value(cores)->value_name("N"),
 		 "replays run in parallel (default: the number of cores)")
