@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # make bench: speed and memory of the simulator and the policy core, the hit-ratio table of the
 # paper's four app workloads (llm against every baseline and Belady), the recorder and the userspace
-# mode as root, the real engine (bench-engine.sh) and the KV half (bench-kv.sh).
+# mode as root, the real engine (bench-engine.sh), the KV half (bench-kv.sh) and a KV soak under faults
+# (bench-kv-soak.sh).
 # Figures are printed with the machine they ran on; Documentation/evaluation.md records them.
 # Usage: scripts/bench.sh BUILD_DIR RESULTS_DIR
 set -euo pipefail
@@ -46,3 +47,7 @@ echo "=== A real engine (llama.cpp) under memory cgroup limits: stock, static ml
 
 echo
 "$(dirname "$0")/bench-kv.sh" "$tests" "$out"
+
+echo
+echo "=== KV soak: sessions for minutes while llmcached is stopped and its device fills up ==="
+"$(dirname "$0")/bench-kv-soak.sh" "$tests" "$bin" "$out"
