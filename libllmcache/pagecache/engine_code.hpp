@@ -5,8 +5,8 @@
  * back in costs a whole read-around window (8 MiB on a disk whose read_ahead_kb is 8192): node-llama-cpp
  * at a 650 MiB limit re-read its 94 MiB node binary 18 times in 10 tokens. So the manager locks the blocks
  * of these files that the engine has present in its page tables (/proc/PID/pagemap) once it runs its
- * loop: by then the pressure has taken back what it touched only at start-up, and what is present is
- * what it keeps using. The room is already outside the pin budget, which subtracts the engine's mapped
+ * loop, after paging them out once (MADV_PAGEOUT): what comes back is what it keeps using, not what it
+ * touched at start-up. The room is already outside the pin budget, which subtracts the engine's mapped
  * code (mapped_file_bytes()).
  */
 #pragma once

@@ -198,7 +198,8 @@ uint64_t Manager::budget_blocks() const
 		});
 		// The window read ahead is locked, part of the pins; what stays unlocked for the stream is the
 		// engine's own read-around: two readahead windows with the window ahead, four without.
-		const llc_memcg_snapshot m{memcg_limit_, std::max(anon_this_second_, anon_last_second_), code_, (o_.prefetch ? 2 : 4) * readahead_,
+		const llc_memcg_snapshot m{memcg_limit_, std::max(anon_this_second_, anon_last_second_), code_,
+					   (o_.prefetch ? 2 : 4) * readahead_,
 					   std::max(o_.memcg_headroom, 2 * readahead_) + (starting ? memcg_limit_ / 8 : 0)};
 		return llc_plan_budget(o_.pin_budget, &m) / BS;
 	}
@@ -237,10 +238,9 @@ void Manager::measure_engine(uint64_t now_ns)
 }
 
 // The engines' own code. Once they went round a head file's loop twice since they started, what they
-// map of their other files is paged out (what they touched at start-up only would stay present, mapped,
-// as long as nothing needs the room: 49 MiB of node's binary in some runs, 12 in others); two laps
-// later, the blocks of these files present in their page tables again, what they use, join what is
-// locked, and stay until every engine has exited. An eighth of the limit at most; the budget leaves the
+// map of their other files is paged out (what they touched at start-up only would otherwise stay
+// present, mapped, as long as nothing needs the room); two laps later, the blocks of these files present
+// in their page tables again, what they use, join what is locked, and stay until every engine has exited. An eighth of the limit at most; the budget leaves the
 // room already (code_ counts every present page).
 void Manager::lock_engine_code(const FileIds &managed)
 {
