@@ -85,7 +85,7 @@ rc=0
 for p in $pids; do wait "$p" || rc=$?; done
 kill "$faults"; wait "$faults" 2>/dev/null || true
 faults=
-# After the faults: every client's last session checked once more, with the device back and the daemon up.
+# After the faults: one more session per client, appended to and checked, with the device back and the daemon up.
 for c in $(seq "$clients"); do
 	printf 'open c%s.check\nappend c%s.check 64\nverify c%s.check\nclose c%s.check\n' "$c" "$c" "$c" "$c" |
 		"$tests/kv_fault_client" "$sock" >"$out/check$c.out" 2>&1 || rc=$?
