@@ -53,6 +53,7 @@
 #include <unistd.h>
 #include <linux/capability.h>
 #include "../../include/uapi/llmcache.h"
+#include "meminfo.h"
 
 #define DEV "/dev/" LLMCACHE_DEV_NAME
 #define SYSFS LLMCACHE_SYSFS_DIR
@@ -819,24 +820,6 @@ static void churn_worker(double deadline)
 }
 
 /* ---- memory pressure ------------------------------------------------------------------------------ */
-
-/* A /proc/meminfo field in KiB, -1 when missing. */
-static long long meminfo_kib(const char *field)
-{
-	char line[128];
-	long long v = -1;
-	size_t len = strlen(field);
-	FILE *f = fopen("/proc/meminfo", "r");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, field, len) && line[len] == ':') {
-			v = atoll(line + len + 1);
-			break;
-		}
-	if (f)
-		fclose(f);
-	return v;
-}
 
 /*
  * Global reclaim while the others run, so that the shrinker and the pin, HOT and SEQ workers race the

@@ -25,6 +25,7 @@
 #include <unistd.h>
 #include "kselftest_harness.h"
 #include "../../include/uapi/llmcache.h"
+#include "meminfo.h"
 
 #define SYSFS LLMCACHE_SYSFS_DIR
 #define DEV "/dev/" LLMCACHE_DEV_NAME
@@ -535,24 +536,6 @@ static long long wait_stat(const char *name, long long want)
 			break;
 		usleep(50000);
 	}
-	return v;
-}
-
-/* A /proc/meminfo field in KiB, -1 when missing. */
-static long long meminfo_kib(const char *field)
-{
-	char line[128];
-	long long v = -1;
-	size_t len = strlen(field);
-	FILE *f = fopen("/proc/meminfo", "r");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, field, len) && line[len] == ':') {
-			v = atoll(line + len + 1);
-			break;
-		}
-	if (f)
-		fclose(f);
 	return v;
 }
 
