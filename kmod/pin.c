@@ -119,24 +119,34 @@ bool llc_hold(struct llc_file *f, bool hot, pgoff_t index)
 {
 	struct xarray *xa = hot ? &f->hot : &f->pins;
 	struct folio *folio;
+	bool held = true;
 
 	if (xa_load(xa, index))
 		return true;
 	folio = filemap_get_folio(f->mapping, index);
 	if (IS_ERR_OR_NULL(folio))
 		return false;
+	/*
+	 * Once in the xarray, the reference taken above belongs to whoever erases the entry: the removal
+	 * hook (truncation) may put it at any moment, and the folio may then be freed. A second reference
+	 * keeps it alive while it is marked and checked here.
+	 */
+	folio_get(folio);
+	llc_held_changed(f, hot, 1); /* before the hook can count it out */
 	if (xa_insert_irq(xa, index, folio, GFP_KERNEL | __GFP_NORETRY | __GFP_NOWARN)) {
+		llc_held_changed(f, hot, -1);
+		folio_put(folio);
 		folio_put(folio);
 		return false;
 	}
-	llc_held_changed(f, hot, 1);
 	llc_mark_unevictable(folio);
 	/* Removed from the page cache meanwhile: the removal hook may have missed this reference. */
 	if (READ_ONCE(folio->mapping) != f->mapping) {
 		llc_unhold(f, hot, index);
-		return false;
+		held = false;
 	}
-	return true;
+	folio_put(folio);
+	return held;
 }
 
 /* Drop the reference on f's page index, if this caller is the one that takes it out. */
