@@ -18,6 +18,11 @@ uint64_t llc_plan_budget(uint64_t configured, const struct llc_memcg_snapshot *m
 	return configured < m->limit - need ? configured : m->limit - need;
 }
 
+int llc_plan_fits(uint64_t limit, uint64_t engine, uint64_t loop_bytes)
+{
+	return limit == UINT64_MAX || (engine <= limit && loop_bytes <= limit - engine);
+}
+
 /* The unpinned run that starts at or after block b, before hi: [*first, *end). 0 when there is none. */
 static int unpinned_run(const struct llc_span *p, uint32_t n, uint64_t b, uint64_t hi, uint64_t *first, uint64_t *end)
 {

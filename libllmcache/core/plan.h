@@ -7,6 +7,9 @@
  * - The pin budget of an engine in a memory cgroup (llc_plan_budget): the limit less what the engine
  *   needs besides the pins (its anonymous memory, its own hot code and libraries, the streaming window
  *   of the blocks it reads ahead, and a margin), never more than the configured budget.
+ * - Whether the loops an engine maps fit beside its own memory (llc_plan_fits): then the kernel's LRU
+ *   keeps them, and a pinned head, a window read ahead and the drop of what the engine passed would
+ *   only re-read what it would have kept.
  * - The read-ahead of a loop that does not fit (llc_plan_prefetch): the unpinned blocks that follow the
  *   engine's position, taken in loop order and wrapping round at the loop's end to its first unpinned
  *   blocks (an iteration ends where the next begins, so the next iteration's first unpinned blocks are
@@ -38,6 +41,13 @@ struct llc_memcg_snapshot {
 
 /* The pin budget in bytes: configured, capped to what the cgroup leaves (0 when it leaves nothing). */
 uint64_t llc_plan_budget(uint64_t configured, const struct llc_memcg_snapshot *m);
+
+/*
+ * Whether loops of loop_bytes fit under limit (bytes; UINT64_MAX: none) beside engine bytes of the
+ * engine's own memory (its anonymous memory and the code it keeps mapped). No margin: what overflows by
+ * a little, the kernel's LRU handles as it would without llmcache.
+ */
+int llc_plan_fits(uint64_t limit, uint64_t engine, uint64_t loop_bytes);
 
 /*
  * The blocks to read ahead in a loop over blocks [lo, hi) whose pinned blocks are pinned[0..n_pinned)

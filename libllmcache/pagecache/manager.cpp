@@ -169,6 +169,21 @@ bool Manager::any_mapped() const
 	return std::any_of(files_.begin(), files_.end(), [](const File &f) { return f.mapped; });
 }
 
+// Whether the mapped files fit in the engines' cgroup beside the engines' memory: their anonymous memory
+// and the code they keep using. What they have mapped of their code counts up to what they have locked,
+// or CODE_KEPT before that: the rest they touched at start-up only, and it goes first when the room is
+// needed, as it would without llmcache (node maps ~50 MiB of its binary and llama.cpp keeps 11-15).
+bool Manager::mapped_files_fit() const
+{
+	uint64_t bytes = 0;
+	for (const File &f : files_)
+		if (f.mapped)
+			bytes += f.pf->blocks() * BS;
+	const uint64_t locked = engine_code_locked() * BS;
+	const uint64_t code = std::min(code_, locked ? locked : CODE_KEPT);
+	return llc_plan_fits(memcg_limit_, std::max(anon_this_second_, anon_last_second_) + code, bytes);
+}
+
 // A read()-based engine needs room for its readahead: the current and the next window, and one for
 // everything else (with 8 MiB windows, 12 MiB of room thrashed and 24 MiB did not). An mmap engine's
 // room is measured instead: see budget_blocks().
@@ -189,6 +204,8 @@ uint64_t Manager::budget_blocks() const
 	if (memcg_limit_ == UINT64_MAX)
 		return o_.pin_budget / BS;
 	if (any_mapped()) {
+		if (mapped_files_fit()) // the kernel keeps them: pins would only cost the engine CPU time
+			return 0;
 		// Until a mapped file has run a loop, since the engines started, the engine may still be
 		// allocating its context: an eighth of the limit is kept for that (a 512-token context and its
 		// compute buffers took 60 MiB of 650). The pins an exited engine leaves are sized so too, or the
@@ -328,16 +345,17 @@ uint64_t Manager::pinned_blocks() const
 }
 
 // An mmap engine reads its whole weights file every token, in file order: when its cgroup cannot hold
-// the file, the pins are the file's head, as long as the budget allows, read in by the prefetcher (in
+// the file beside the engine (mapped_files_fit()), the pins are the file's head, as long as the budget allows, read in by the prefetcher (in
 // the engine's cgroup, in PMD-size folios) as soon as the engine maps the file, before its first pass
 // has filled the cgroup with 4 KiB folios. The classifier's loop pieces are not waited for: they come
 // from the second pass, once the engine has mapped the file with 4 KiB entries that stay.
 std::vector<std::vector<Range>> Manager::plan_heads(uint64_t budget)
 {
 	std::vector<std::vector<Range>> want(files_.size());
+	const bool fit = mapped_files_fit();
 	for (size_t i = 0; i < files_.size(); i++) {
 		File &f = files_[i];
-		f.head = f.mapped && memcg_limit_ != UINT64_MAX && f.pf->blocks() > budget_blocks();
+		f.head = f.mapped && !fit && f.pf->blocks() > budget_blocks();
 		if (!f.head || !budget)
 			continue;
 		// The head, and the window ahead of the engine (locked once read in, until the engine passed it),
@@ -587,21 +605,21 @@ void Manager::drop_tails()
 	if (memcg_limit_ == UINT64_MAX)
 		return; // no known limit: the loop may well fit, and on_access() noted nothing
 	const uint64_t cap = any_mapped() ? budget_blocks() : memcg_limit_ > headroom() ? (memcg_limit_ - headroom()) / BS : 0;
-	const bool pins_full = pinned_blocks() >= budget_blocks();
+	const bool pins_full = pinned_blocks() >= budget_blocks(), mapped_fit = mapped_files_fit();
 	for (size_t i = 0; i < files_.size(); i++) {
 		File &f = files_[i];
 		if (f.head) {
 			drop_passed(f);
 			continue;
 		}
-		if (f.pf->blocks() <= cap) {
+		if (f.pf->blocks() <= cap || (f.mapped && mapped_fit)) {
 			f.tail_spans.clear(); // the whole file fits in what the cgroup leaves
 			continue;
 		}
 		auto keep = [&](uint64_t b) {
 			if (f.pf->locked_in(b, 1))
 				return true;
-			if (!pins_full && !f.head && i < planned_.size())
+			if (!pins_full && i < planned_.size())
 				for (const Range &r : planned_[i])
 					if (b >= r.first && b < r.first + r.count)
 						return true;
@@ -613,12 +631,7 @@ void Manager::drop_tails()
 			uint64_t to = t.last + 1; // a span that stopped growing goes whole
 			if (t.touched)
 				to = to >= t.first + SCAN_LAG ? to - SCAN_LAG : t.first;
-			// A head file's streaming part is read in PMD-size folios, mapped whole by the engine: drop
-			// whole folios only, or the engine's mapping of one is split into 4 KiB entries for good.
-			const uint64_t from = f.head ? (t.first + FOLIO_BLOCKS - 1) / FOLIO_BLOCKS * FOLIO_BLOCKS : t.first;
-			if (f.head)
-				to = std::max(from, to / FOLIO_BLOCKS * FOLIO_BLOCKS);
-			for (uint64_t b = from; b < to;) {
+			for (uint64_t b = t.first; b < to;) {
 				uint64_t e = b;
 				while (e < to && !keep(e))
 					e++;

@@ -126,6 +126,7 @@ private:
 	uint64_t headroom() const;
 	uint64_t window_bytes() const; // the read-ahead window of an mmap engine
 	bool any_mapped() const;
+	bool mapped_files_fit() const;
 	void measure_engine(uint64_t now_ns); // usage_ and code_
 	void lock_engine_code(const FileIds &managed);
 	void engines_exited();
@@ -151,6 +152,7 @@ private:
 	MemcgUsage usage_;                // its last reading
 	uint64_t anon_this_second_ = 0, anon_last_second_ = 0; // the most anonymous memory it had in each
 	static constexpr uint32_t CODE_READINGS = 5;
+	static constexpr uint64_t CODE_KEPT = 16ull << 20; // the engines' code the fit test counts at most
 	uint64_t code_ = 0, last_measure_ns_ = 0; // the engines' mapped code and libraries, bytes
 	uint64_t code_readings_[CODE_READINGS] = {}, code_at_ = 0; // the last readings, one a second
 	struct CodeFile { // a file of the engines' own code (engine_code.hpp)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* CMocka tests of the enforcement planner (libllmcache/core/plan.h): the pin budget under a memory
- * cgroup and the read-ahead window of a loop that does not fit, on hand-made snapshots. */
+ * cgroup, whether the loops fit beside the engine, and the read-ahead window of a loop that does not fit, on hand-made snapshots. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -28,6 +28,20 @@ static void plan_budget__limit__what_anon_code_window_and_margin_leave(void **st
 	assert_int_equal(llc_plan_budget(300 * MiB, &m), 300 * MiB); /* the configured budget is a cap too */
 	m.anon = 600 * MiB;                                          /* the engine grew: nothing left */
 	assert_int_equal(llc_plan_budget(1024 * MiB, &m), 0);
+}
+
+static void plan_fits__model_anon_and_code_against_the_limit(void **state)
+{
+	(void)state;
+	assert_true(llc_plan_fits(UINT64_MAX, 100 * MiB, 100000 * MiB)); /* no limit */
+	/* 604 MiB of weights beside 84 MiB of context and 15 MiB of code: 725 MiB holds them, 650 does not. */
+	assert_true(llc_plan_fits(725 * MiB, 99 * MiB, 604 * MiB));
+	assert_true(llc_plan_fits(703 * MiB, 99 * MiB, 604 * MiB));
+	assert_false(llc_plan_fits(702 * MiB, 99 * MiB, 604 * MiB));
+	assert_false(llc_plan_fits(650 * MiB, 99 * MiB, 604 * MiB));
+	/* An engine bigger than its limit leaves room for nothing, without wrapping round. */
+	assert_false(llc_plan_fits(650 * MiB, 700 * MiB, 1 * MiB));
+	assert_false(llc_plan_fits(650 * MiB, 600 * MiB, UINT64_MAX - 10 * MiB));
 }
 
 /* Spans returned by one call, compared with the expected ones. */
@@ -178,6 +192,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(plan_budget__no_limit__configured),
 		cmocka_unit_test(plan_budget__limit__what_anon_code_window_and_margin_leave),
+		cmocka_unit_test(plan_fits__model_anon_and_code_against_the_limit),
 		cmocka_unit_test(plan_prefetch__pinned_head__window_after_position_then_only_what_is_new),
 		cmocka_unit_test(plan_prefetch__scattered_pins__unpinned_runs_only_window_counts_them),
 		cmocka_unit_test(plan_prefetch__everything_pinned_or_empty_loop__nothing),
