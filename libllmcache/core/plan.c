@@ -23,6 +23,17 @@ int llc_plan_fits(uint64_t limit, uint64_t engine, uint64_t loop_bytes)
 	return limit == UINT64_MAX || (engine <= limit && loop_bytes <= limit - engine);
 }
 
+uint64_t llc_plan_stream_room(uint64_t readahead, uint64_t loop_bytes, uint64_t room)
+{
+	uint64_t need = 6 * readahead, streamed;
+
+	if (loop_bytes > room) {
+		streamed = (loop_bytes - room) / 3;
+		need = need > streamed ? need : streamed;
+	}
+	return need < room / 3 * 2 ? need : room / 3 * 2;
+}
+
 /* The unpinned run that starts at or after block b, before hi: [*first, *end). 0 when there is none. */
 static int unpinned_run(const struct llc_span *p, uint32_t n, uint64_t b, uint64_t hi, uint64_t *first, uint64_t *end)
 {

@@ -10,6 +10,8 @@
  * - Whether the loops an engine maps fit beside its own memory (llc_plan_fits): then the kernel's LRU
  *   keeps them, and a pinned head, a window read ahead and the drop of what the engine passed would
  *   only re-read what it would have kept.
+ * - The room an mmap engine's stream needs beside the pins (llc_plan_stream_room): what its faults read
+ *   around, what is read ahead before it is locked and what it passed before it is dropped.
  * - The read-ahead of a loop that does not fit (llc_plan_prefetch): the unpinned blocks that follow the
  *   engine's position, taken in loop order and wrapping round at the loop's end to its first unpinned
  *   blocks (an iteration ends where the next begins, so the next iteration's first unpinned blocks are
@@ -48,6 +50,16 @@ uint64_t llc_plan_budget(uint64_t configured, const struct llc_memcg_snapshot *m
  * a little, the kernel's LRU handles as it would without llmcache.
  */
 int llc_plan_fits(uint64_t limit, uint64_t engine, uint64_t loop_bytes);
+
+/*
+ * The room, unlocked, that an mmap engine streaming loops of loop_bytes needs in a cgroup that leaves room
+ * bytes for the pins and the stream together: six read-ahead windows of readahead bytes at least (the
+ * read-around of the engine's threads, the read-ahead in flight, the passed blocks not dropped yet), and
+ * a third of what the room leaves out of the loops, which is a quarter of what the engine then streams
+ * per token; with less, the reads of one token evict each other before they are used. At most two
+ * thirds of room: the pinned head keeps a third, which the stream then does not have to bring in.
+ */
+uint64_t llc_plan_stream_room(uint64_t readahead, uint64_t loop_bytes, uint64_t room);
 
 /*
  * The blocks to read ahead in a loop over blocks [lo, hi) whose pinned blocks are pinned[0..n_pinned)

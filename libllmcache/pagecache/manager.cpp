@@ -169,19 +169,31 @@ bool Manager::any_mapped() const
 	return std::any_of(files_.begin(), files_.end(), [](const File &f) { return f.mapped; });
 }
 
+uint64_t Manager::mapped_bytes() const
+{
+	uint64_t bytes = 0;
+	for (const File &f : files_)
+		if (f.mapped)
+			bytes += f.pf->blocks() * BS;
+	return bytes;
+}
+
+// The read-ahead of the managed files' devices, 4 MiB at least: an mmap engine's stream goes in PMD-size
+// folios and matrices of several MiB whatever the device's setting.
+uint64_t Manager::stream_unit() const
+{
+	return std::max<uint64_t>(readahead_, 4ull << 20);
+}
+
 // Whether the mapped files fit in the engines' cgroup beside the engines' memory: their anonymous memory
 // and the code they keep using. What they have mapped of their code counts up to what they have locked,
 // or CODE_KEPT before that: the rest they touched at start-up only, and it goes first when the room is
 // needed, as it would without llmcache (node maps ~50 MiB of its binary and llama.cpp keeps 11-15).
 bool Manager::mapped_files_fit() const
 {
-	uint64_t bytes = 0;
-	for (const File &f : files_)
-		if (f.mapped)
-			bytes += f.pf->blocks() * BS;
 	const uint64_t locked = engine_code_locked() * BS;
 	const uint64_t code = std::min(code_, locked ? locked : CODE_KEPT);
-	return llc_plan_fits(memcg_limit_, std::max(anon_this_second_, anon_last_second_) + code, bytes);
+	return llc_plan_fits(memcg_limit_, std::max(anon_this_second_, anon_last_second_) + code, mapped_bytes());
 }
 
 // A read()-based engine needs room for its readahead: the current and the next window, and one for
@@ -213,11 +225,13 @@ uint64_t Manager::budget_blocks() const
 		const bool starting = !laps_ || std::any_of(files_.begin(), files_.end(), [](const File &f) {
 			return f.mapped && !f.iterations;
 		});
-		// The window read ahead is locked, part of the pins; what stays unlocked for the stream is the
-		// engine's own read-around: two readahead windows with the window ahead, four without.
-		const llc_memcg_snapshot m{memcg_limit_, std::max(anon_this_second_, anon_last_second_), code_,
-					   (o_.prefetch ? 2 : 4) * readahead_,
-					   std::max(o_.memcg_headroom, 2 * readahead_) + (starting ? memcg_limit_ / 8 : 0)};
+		// The window read ahead is locked, part of the pins; the room the stream needs besides stays
+		// unlocked (llc_plan_stream_room).
+		const uint64_t anon = std::max(anon_this_second_, anon_last_second_);
+		const uint64_t margin = std::max(o_.memcg_headroom, 2 * readahead_) + (starting ? memcg_limit_ / 8 : 0);
+		const uint64_t engine = anon + code_ + margin, shared = memcg_limit_ > engine ? memcg_limit_ - engine : 0;
+		const llc_memcg_snapshot m{memcg_limit_, anon, code_, llc_plan_stream_room(stream_unit(), mapped_bytes(), shared),
+					   margin};
 		return llc_plan_budget(o_.pin_budget, &m) / BS;
 	}
 	const uint64_t h = headroom();
@@ -647,15 +661,16 @@ void Manager::drop_tails()
 	}
 }
 
-// A head file's engine goes through the file in order: what it passed, a window behind it (its threads
-// split each matrix, a tensor apart at most), goes in whole PMD-size folios, so that the engine's mapping
-// of a folio is not split into 4 KiB entries for good.
+// A head file's engine goes through the file in order: what it passed, two stream units behind it (its
+// threads split each matrix, a tensor apart at most), goes in whole PMD-size folios, so that the engine's
+// mapping of a folio is not split into 4 KiB entries for good. A window behind (32 MiB) held more of the
+// stream's room than the stream could spare: see Documentation/design/planner.md.
 void Manager::drop_passed(File &f)
 {
 	constexpr uint32_t MAX_SPANS = 8;
 	llc_span spans[MAX_SPANS];
 	const llc_span head{0, f.head_blocks};
-	const uint32_t n = llc_plan_passed(0, f.pf->blocks(), &head, 1, f.position, window_bytes() / BS, FOLIO_BLOCKS,
+	const uint32_t n = llc_plan_passed(0, f.pf->blocks(), &head, 1, f.position, 2 * stream_unit() / BS, FOLIO_BLOCKS,
 					   &f.dropped_to, spans, MAX_SPANS);
 	std::vector<Range> ranges;
 	for (uint32_t k = 0; k < n; k++)

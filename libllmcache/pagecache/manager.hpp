@@ -126,6 +126,8 @@ private:
 	uint64_t headroom() const;
 	uint64_t window_bytes() const; // the read-ahead window of an mmap engine
 	bool any_mapped() const;
+	uint64_t mapped_bytes() const; // of the files engines map
+	uint64_t stream_unit() const;
 	bool mapped_files_fit() const;
 	void measure_engine(uint64_t now_ns); // usage_ and code_
 	void lock_engine_code(const FileIds &managed);

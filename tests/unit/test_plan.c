@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* CMocka tests of the enforcement planner (libllmcache/core/plan.h): the pin budget under a memory
- * cgroup, whether the loops fit beside the engine, and the read-ahead window of a loop that does not fit, on hand-made snapshots. */
+ * cgroup, whether the loops fit beside the engine, the stream's room, and the read-ahead window of a loop that does not fit, on hand-made snapshots. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -42,6 +42,21 @@ static void plan_fits__model_anon_and_code_against_the_limit(void **state)
 	/* An engine bigger than its limit leaves room for nothing, without wrapping round. */
 	assert_false(llc_plan_fits(650 * MiB, 700 * MiB, 1 * MiB));
 	assert_false(llc_plan_fits(650 * MiB, 600 * MiB, UINT64_MAX - 10 * MiB));
+}
+
+static void plan_stream_room__six_windows_or_a_third_of_what_is_left_out_at_most_two_thirds(void **state)
+{
+	(void)state;
+	/* The loops nearly fit: six 8 MiB read-ahead windows. */
+	assert_int_equal(llc_plan_stream_room(8 * MiB, 604 * MiB, 538 * MiB), 48 * MiB);
+	/* Less than half the room they need: a third of the 334 MiB left out. */
+	assert_int_equal(llc_plan_stream_room(8 * MiB, 604 * MiB, 270 * MiB), 334 * MiB / 3);
+	/* The loops fit: six windows still, for the read-around of the first pass. */
+	assert_int_equal(llc_plan_stream_room(8 * MiB, 100 * MiB, 538 * MiB), 48 * MiB);
+	/* Never more than two thirds of the room: the head keeps the rest. */
+	assert_int_equal(llc_plan_stream_room(8 * MiB, 604 * MiB, 190 * MiB), 190 * MiB / 3 * 2);
+	assert_int_equal(llc_plan_stream_room(8 * MiB, 604 * MiB, 30 * MiB), 20 * MiB);
+	assert_int_equal(llc_plan_stream_room(8 * MiB, 604 * MiB, 0), 0);
 }
 
 /* Spans returned by one call, compared with the expected ones. */
@@ -193,6 +208,7 @@ int main(void)
 		cmocka_unit_test(plan_budget__no_limit__configured),
 		cmocka_unit_test(plan_budget__limit__what_anon_code_window_and_margin_leave),
 		cmocka_unit_test(plan_fits__model_anon_and_code_against_the_limit),
+		cmocka_unit_test(plan_stream_room__six_windows_or_a_third_of_what_is_left_out_at_most_two_thirds),
 		cmocka_unit_test(plan_prefetch__pinned_head__window_after_position_then_only_what_is_new),
 		cmocka_unit_test(plan_prefetch__scattered_pins__unpinned_runs_only_window_counts_them),
 		cmocka_unit_test(plan_prefetch__everything_pinned_or_empty_loop__nothing),
