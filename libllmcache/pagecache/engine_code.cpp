@@ -41,19 +41,4 @@ int present_blocks(int pagemap_fd, const FileMapping &m, std::vector<Range> &out
 	return 0;
 }
 
-std::vector<Range> union_of(const std::vector<Range> &a, const std::vector<Range> &b)
-{
-	std::vector<Range> all(a);
-	all.insert(all.end(), b.begin(), b.end());
-	std::sort(all.begin(), all.end(), [](const Range &x, const Range &y) { return x.first < y.first; });
-	std::vector<Range> out;
-	for (const Range &r : all) {
-		if (!out.empty() && r.first <= out.back().first + out.back().count)
-			out.back().count = std::max(out.back().first + out.back().count, r.first + r.count) - out.back().first;
-		else
-			out.push_back(r);
-	}
-	return out;
-}
-
 } // namespace llmcache::pagecache

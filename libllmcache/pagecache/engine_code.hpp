@@ -23,7 +23,4 @@ namespace llmcache::pagecache {
 // its page tables, as sorted runs appended to out. Returns 0 or -errno.
 int present_blocks(int pagemap_fd, const FileMapping &m, std::vector<Range> &out);
 
-// The runs of a and b together, sorted and disjoint (a and b each sorted).
-std::vector<Range> union_of(const std::vector<Range> &a, const std::vector<Range> &b);
-
 } // namespace llmcache::pagecache

@@ -25,6 +25,9 @@ struct Range {
 	uint64_t first, count; // blocks
 };
 
+// The runs of a and b together, sorted and disjoint.
+std::vector<Range> union_of(const std::vector<Range> &a, const std::vector<Range> &b);
+
 class PinnedFile {
 public:
 	// Opens and maps path (a regular file). Returns 0, or -errno with err saying why.
@@ -52,6 +55,7 @@ public:
 private:
 	PinnedFile() = default;
 	void set(uint64_t first, uint64_t count, bool lock);
+	template <typename Fn> void for_locked_runs(uint64_t first, uint64_t end, Fn fn) const; // fn(first, count)
 	void unmap_unlocked(uint64_t first, uint64_t end); // blocks [first, end)
 	// Lock the resident (vec, from mincore) unlocked runs of [first, end), at most allow blocks.
 	int lock_window(uint64_t first, uint64_t end, const unsigned char *vec, uint64_t &allow, std::string &err);
