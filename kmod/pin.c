@@ -33,6 +33,11 @@
  * mlocked loses its bit when the module lets go; reclaim sets it again on its next pass, when it finds
  * the VM_LOCKED mapping (the kernel's own recovery for a stale bit). A folio that leaves the page
  * cache while marked is cleared by the page allocator when it is freed.
+ * Marked mlocked, held folios would leave MemAvailable, and an engine that checks it before it
+ * allocates (node-llama-cpp) would be refused for room the shrinker gives back on demand: each held
+ * page is counted as reclaimable by a shrinker (NR_KERNEL_MISC_RECLAIMABLE, KReclaimable in meminfo),
+ * which MemAvailable counts in. Until reclaim has met a held folio it is still on a file LRU list too,
+ * and MemAvailable counts it twice meanwhile: room that is there on demand either way.
  *
  * Blocks are 4 KiB and so are pages on the kernels this module supports: a block number is a page index.
  */
@@ -95,6 +100,15 @@ static void llc_held_changed(struct llc_file *f, bool hot, long delta)
 	spin_unlock_irqrestore(&llc.hold_lock, flags);
 }
 
+/*
+ * What the module holds is reclaimable through its shrinker: counted as such (KReclaimable), so that
+ * MemAvailable still offers it to an engine that checks before it allocates (one page per held index).
+ */
+static void llc_count_reclaimable(struct folio *folio, long delta)
+{
+	mod_node_page_state(folio_pgdat(folio), NR_KERNEL_MISC_RECLAIMABLE, delta);
+}
+
 static void llc_mark_unevictable(struct folio *folio)
 {
 	if (!folio_test_set_mlocked(folio))
@@ -133,7 +147,9 @@ bool llc_hold(struct llc_file *f, bool hot, pgoff_t index)
 	 */
 	folio_get(folio);
 	llc_held_changed(f, hot, 1); /* before the hook can count it out */
+	llc_count_reclaimable(folio, 1);
 	if (xa_insert_irq(xa, index, folio, GFP_KERNEL | __GFP_NORETRY | __GFP_NOWARN)) {
+		llc_count_reclaimable(folio, -1);
 		llc_held_changed(f, hot, -1);
 		folio_put(folio);
 		folio_put(folio);
@@ -157,6 +173,7 @@ bool llc_unhold(struct llc_file *f, bool hot, pgoff_t index)
 	if (!folio)
 		return false;
 	llc_clear_unevictable(folio);
+	llc_count_reclaimable(folio, -1);
 	folio_put(folio);
 	llc_held_changed(f, hot, -1);
 	return true;
@@ -197,6 +214,7 @@ void llc_pin_removed(struct llc_file *f, struct folio *folio)
 		for (index = folio->index; index < end; index++) {
 			old = xa_erase(xa, index); /* interrupts are off: the page cache's lock is held */
 			if (old) {
+				llc_count_reclaimable(old, -1);
 				folio_put(old); /* the page cache still holds its own reference */
 				llc_held_count(f, hot, -1);
 			}

@@ -359,10 +359,11 @@ uint64_t Manager::pinned_blocks() const
 }
 
 // An mmap engine reads its whole weights file every token, in file order: when its cgroup cannot hold
-// the file beside the engine (mapped_files_fit()), the pins are the file's head, as long as the budget allows, read in by the prefetcher (in
-// the engine's cgroup, in PMD-size folios) as soon as the engine maps the file, before its first pass
-// has filled the cgroup with 4 KiB folios. The classifier's loop pieces are not waited for: they come
-// from the second pass, once the engine has mapped the file with 4 KiB entries that stay.
+// the file beside the engine (mapped_files_fit()), the pins are the file's head, as long as the budget
+// allows, read in by the prefetcher (in the engine's cgroup, in PMD-size folios) as soon as the engine
+// maps the file, before its first pass has filled the cgroup with 4 KiB folios. The classifier's loop
+// pieces are not waited for: they come from the second pass, once the engine has mapped the file with
+// 4 KiB entries that stay.
 std::vector<std::vector<Range>> Manager::plan_heads(uint64_t budget)
 {
 	std::vector<std::vector<Range>> want(files_.size());
