@@ -8,7 +8,10 @@ PREFIX ?= /usr/local
 
 .PHONY: all deps demo check bench bench-engine install clean kmod vm-check vm-bench
 
-all: deps
+# make (all) installs nothing and needs no root: it names the packages the build lacks. The targets
+# that run things (demo, check, bench, vm-*) install what they need first (deps).
+all:
+	@scripts/install-deps.sh --check build
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
@@ -16,17 +19,21 @@ deps:
 	@scripts/install-deps.sh
 
 # The main job: generate the paper's app workloads and a decoder, replay every policy, print the tables.
-demo: all
+demo: deps
+	@$(MAKE) --no-print-directory all
 	@scripts/demo.sh $(BUILD)/bin $(RESULTS)
 
-check: all
+check: deps
+	@$(MAKE) --no-print-directory all
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-bench: all
+bench: deps
+	@$(MAKE) --no-print-directory all
 	@scripts/bench.sh $(BUILD) $(RESULTS)
 
 # A real engine (llama.cpp through node-llama-cpp, installed from npm) under memory limits.
-bench-engine: all
+bench-engine: deps
+	@$(MAKE) --no-print-directory all
 	@scripts/bench-engine.sh $(BUILD) $(RESULTS)
 
 # llmcache.ko against every installed Debian amd64 kernel's headers (6.1 and 6.12 after make deps).
@@ -36,11 +43,13 @@ kmod:
 	@for k in $(KMOD_KDIRS); do $(MAKE) --no-print-directory -C kmod KDIR=$$k BUILD=$(abspath $(BUILD)) || exit 1; done
 
 # The kernel module's kselftest suite inside a VM on each packaged kernel (tests/vm/run.sh).
-vm-check: all kmod
+vm-check: deps
+	@$(MAKE) --no-print-directory all kmod
 	@LLMCACHE_BIN=$(abspath $(BUILD))/bin LLMCACHE_SRC=$(CURDIR) tests/integration/test_kmod_vm.sh
 
 # llmcache.ko against the stock page cache on the decoder workload, in a VM per packaged kernel.
-vm-bench: all kmod
+vm-bench: deps
+	@$(MAKE) --no-print-directory all kmod
 	@scripts/vm-bench.sh $(BUILD) $(RESULTS)
 
 install: all

@@ -3,9 +3,13 @@
 # Install the Debian packages llmcache needs (Debian 12). The lists are scripts/deps/*.list, one per
 # part of the project: one package per line, '#' comments; NAME/bookworm-backports takes the package
 # from bookworm-backports, which is enabled first when a list asks for it. Fast when all is installed.
-# Usage: scripts/install-deps.sh [LIST...]   (default: every list)
+# With --check it installs nothing: it names what is missing and the command that installs it, and
+# exits 1 if anything is (make builds with it and needs no root).
+# Usage: scripts/install-deps.sh [--check] [LIST...]   (default: every list)
 set -euo pipefail
 cd "$(dirname "$0")/deps"
+check=0
+if [ "${1:-}" = --check ]; then check=1; shift; fi
 lists=("$@")
 [ ${#lists[@]} -gt 0 ] || lists=(*.list)
 
@@ -24,9 +28,9 @@ for spec in "${wanted[@]}"; do
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-if [ "$(id -u)" -ne 0 ]; then
+if [ $check -eq 1 ] || [ "$(id -u)" -ne 0 ]; then
 	echo "llmcache needs these Debian packages: ${missing[*]}" >&2
-	echo "Run 'sudo make deps' (or install them with apt-get) and try again." >&2
+	echo "Install them with 'sudo make deps' (root: 'make deps'), then run make again." >&2
 	exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
