@@ -204,11 +204,12 @@ uint64_t Manager::headroom() const
 	return std::max(o_.memcg_headroom, 3 * readahead_);
 }
 
-// What is read ahead of an mmap engine: four readahead windows (the kernel's read-around of a fault is
-// one, centred on it), 16 MiB at least, an eighth of the engine's memory limit at most.
+// What is read ahead of an mmap engine: four stream units (the kernel's read-around of a fault is one,
+// centred on it), an eighth of the engine's memory limit at most. With the two units the drop of passed
+// blocks lags, it makes the six of the stream's room (llc_plan_stream_room).
 uint64_t Manager::window_bytes() const
 {
-	return std::min(std::max<uint64_t>(4 * readahead_, 16ull << 20), memcg_limit_ / 8);
+	return std::min(4 * stream_unit(), memcg_limit_ / 8);
 }
 
 uint64_t Manager::budget_blocks() const
@@ -225,8 +226,7 @@ uint64_t Manager::budget_blocks() const
 		const bool starting = !laps_ || std::any_of(files_.begin(), files_.end(), [](const File &f) {
 			return f.mapped && !f.iterations;
 		});
-		// The window read ahead is locked, part of the pins; the room the stream needs besides stays
-		// unlocked (llc_plan_stream_room).
+		// The room the stream needs besides the pins (llc_plan_stream_room) holds the window read ahead.
 		const uint64_t anon = std::max(anon_this_second_, anon_last_second_);
 		const uint64_t margin = std::max(o_.memcg_headroom, 2 * readahead_) + (starting ? memcg_limit_ / 8 : 0);
 		const uint64_t engine = anon + code_ + margin, shared = memcg_limit_ > engine ? memcg_limit_ - engine : 0;
@@ -373,14 +373,9 @@ std::vector<std::vector<Range>> Manager::plan_heads(uint64_t budget)
 		f.head = f.mapped && !fit && f.pf->blocks() > budget_blocks();
 		if (!f.head || !budget)
 			continue;
-		// The head, and the window ahead of the engine (locked once read in, until the engine passed it),
-		// where the head keeps three quarters of the budget at least.
-		const uint64_t window = o_.prefetch && budget >= 4 * (window_bytes() / BS) ? window_bytes() / BS : 0;
-		f.head_blocks = std::min(budget - window, f.pf->blocks());
-		f.window = window != 0;
-		want[i] = window_of(f);
-		want[i].insert(want[i].begin(), Range{0, f.head_blocks});
-		budget -= f.head_blocks + window;
+		f.head_blocks = std::min(budget, f.pf->blocks());
+		want[i] = {Range{0, f.head_blocks}};
+		budget -= f.head_blocks;
 		if (!o_.prefetch || prefetch_failed_ || f.populated_to >= f.head_blocks)
 			continue;
 		if (start_prefetcher())
@@ -388,23 +383,6 @@ std::vector<std::vector<Range>> Manager::plan_heads(uint64_t budget)
 		f.populated_to = f.head_blocks;
 	}
 	return want;
-}
-
-// The window of a head file: the unpinned blocks the engine reads next, the first window_bytes() of them
-// after its position, round the end of the file to the first ones after the head.
-std::vector<Range> Manager::window_of(const File &f) const
-{
-	std::vector<Range> out;
-	if (!o_.prefetch || f.position == UINT64_MAX || !f.window)
-		return out;
-	constexpr uint32_t MAX_SPANS = 8;
-	llc_span spans[MAX_SPANS];
-	const llc_span head{0, f.head_blocks};
-	uint64_t none = UINT64_MAX;
-	const uint32_t n = llc_plan_prefetch(0, f.pf->blocks(), &head, 1, f.position, window_bytes() / BS, &none, spans, MAX_SPANS);
-	for (uint32_t k = 0; k < n; k++)
-		out.push_back({spans[k].first, spans[k].count});
-	return out;
 }
 
 bool Manager::start_prefetcher()
@@ -503,31 +481,25 @@ void Manager::tick(uint64_t now_ns)
 	prefetch();
 }
 
-// Follow the mmap engines of head files: ask for the part of the window that is new, lock what of the
-// window was read in, unlock what the engine passed (drop_tails() then drops it). A read()-based engine
-// has the kernel's readahead, which follows its reads already.
+// Follow the mmap engines of head files: ask for the part of the window that is new (drop_tails() drops
+// what the engine passed). The window is not locked: locking and unlocking it every few milliseconds
+// cost more of the engine's CPU time than the few blocks reclaim takes from it (Documentation/design/
+// planner.md, point 4). A read()-based engine has the kernel's readahead, which follows its reads already.
 void Manager::prefetch()
 {
 	if (!o_.prefetch || prefetch_failed_ || memcg_limit_ == UINT64_MAX)
 		return;
 	constexpr uint32_t MAX_SPANS = 8;
 	llc_span spans[MAX_SPANS];
-	const uint64_t budget = budget_blocks();
-	std::string err;
 	for (size_t i = 0; i < files_.size() && i < Prefetcher::MAX_FILES; i++) {
 		File &f = files_[i];
-		if (!f.head || !f.window || f.position == UINT64_MAX || !start_prefetcher())
+		if (!f.head || !f.head_blocks || f.position == UINT64_MAX || !start_prefetcher())
 			continue;
 		const llc_span head{0, f.head_blocks};
 		const uint32_t n = llc_plan_prefetch(0, f.pf->blocks(), &head, 1, f.position, window_bytes() / BS, &f.asked_to,
 						     spans, MAX_SPANS);
 		for (uint32_t k = 0; k < n; k++)
 			prefetcher_->read_ahead(uint32_t(i), f.pf->fd(), spans[k].first, spans[k].count);
-		std::vector<Range> want = window_of(f);
-		want.insert(want.begin(), Range{0, f.head_blocks});
-		f.pf->apply(want, 0, err); // unlock what left the window
-		const uint64_t pinned = pinned_blocks();
-		f.pf->apply(want, budget > pinned ? budget - pinned : 0, err);
 	}
 }
 

@@ -16,7 +16,7 @@
  * - a file an mmap engine maps and its cgroup cannot hold is pinned as its head, from the first fault,
  *   read in by a child process in the engine's memory cgroup in PMD-size folios (prefetcher.hpp), and
  *   a window after the engine's position (llc_plan_position), wrapping round to the next iteration
- *   (llc_plan_prefetch), is read in and locked until the engine has passed it
+ *   (llc_plan_prefetch), is read in ahead of it, and what it passed is paged out
  *   (Documentation/design/planner.md);
  * - the code an mmap engine keeps using (its binary and libraries, present in its page tables once its
  *   loop runs) is locked too, within the room the budget leaves for it (engine_code.hpp);
@@ -106,8 +106,7 @@ private:
 		std::vector<uint32_t> mappers; // live pids that faulted it through mmap
 		bool mapped = false;           // engines map it (kept after they exit)
 		bool looping = false;          // it has a LOOP sequence (tick())
-		bool head = false;     // an mmap engine's file its cgroup cannot hold: the pins are its head,
-		bool window = false;   // and, if window, the window ahead of the engine
+		bool head = false; // an mmap engine's file its cgroup cannot hold: the pins are its head
 		uint64_t head_blocks = 0;
 		// The engine's position (llc_plan_position), where the last window ended (llc_plan_prefetch).
 		uint64_t position = UINT64_MAX, asked_to = UINT64_MAX;
@@ -133,7 +132,6 @@ private:
 	void lock_engine_code(const FileIds &managed);
 	void engines_exited();
 	std::vector<std::vector<Range>> plan_heads(uint64_t budget);
-	std::vector<Range> window_of(const File &f) const;
 	bool start_prefetcher();
 	void drop_ranges(File &f, const std::vector<Range> &ranges, uint64_t &counter);
 	void drop_scans(uint64_t now_ns);

@@ -45,7 +45,7 @@ int PinnedFile::open(const std::string &path, std::unique_ptr<PinnedFile> &out, 
 	f->inode_ = st.st_ino;
 	f->blocks_ = (uint64_t(st.st_size) + BS - 1) / BS;
 	if (f->blocks_) {
-		void *m = mmap(nullptr, f->blocks_ * BS, PROT_READ, MAP_SHARED, f->fd_, 0);
+		void *m = map_pmd_aligned(f->fd_, f->blocks_ * BS);
 		if (m == MAP_FAILED)
 			return err = "cannot map " + path + ": " + std::strerror(errno), -errno;
 		f->map_ = static_cast<uint8_t *>(m);
@@ -56,6 +56,26 @@ int PinnedFile::open(const std::string &path, std::unique_ptr<PinnedFile> &out, 
 	f->is_locked_.assign(f->blocks_, 0);
 	out = std::move(f);
 	return 0;
+}
+
+void *map_pmd_aligned(int fd, size_t size)
+{
+	constexpr size_t PMD = 2ul << 20;
+	void *area = mmap(nullptr, size + PMD, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (area == MAP_FAILED)
+		return area;
+	const uintptr_t start = uintptr_t(area), at = (start + PMD - 1) & ~(PMD - 1);
+	const uintptr_t end = at + ((size + BS - 1) & ~(BS - 1));
+	void *p = mmap(reinterpret_cast<void *>(at), size, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
+	if (p == MAP_FAILED) {
+		munmap(area, size + PMD);
+		return p;
+	}
+	if (at > start)
+		munmap(area, at - start);
+	if (start + size + PMD > end)
+		munmap(reinterpret_cast<void *>(end), start + size + PMD - end);
+	return p;
 }
 
 PinnedFile::~PinnedFile()

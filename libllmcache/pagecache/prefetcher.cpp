@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "pagecache/prefetcher.hpp"
+#include "pagecache/pinned_file.hpp"
 
 #include "../../include/uapi/llmcache.h"
 
@@ -79,8 +80,7 @@ struct Request {
 			if (f.map)
 				munmap(f.map, f.size);
 			struct stat st;
-			void *p = fstat(fd, &st) || !st.st_size ? MAP_FAILED
-								: mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+			void *p = fstat(fd, &st) || !st.st_size ? MAP_FAILED : map_pmd_aligned(fd, size_t(st.st_size));
 			close(fd);
 			f = p == MAP_FAILED ? File{} : File{static_cast<char *>(p), size_t(st.st_size)};
 			if (f.map)

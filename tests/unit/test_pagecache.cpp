@@ -136,6 +136,27 @@ void union_of__overlapping_touching_and_apart__merged_sorted(void **)
 	assert_int_equal(union_of({}, {}).size(), 0);
 }
 
+void map_pmd_aligned__file_of_odd_size__aligned_whole_and_nothing_around(void **)
+{
+	const std::string path = make_file("aligned", 1000);
+	const int fd = open(path.c_str(), O_RDONLY);
+	assert_true(fd >= 0);
+	const size_t size = 1000 * BS - 100;
+	assert_int_equal(truncate(path.c_str(), off_t(size)), 0);
+	auto *p = static_cast<const unsigned char *>(map_pmd_aligned(fd, size));
+	assert_true(p != MAP_FAILED);
+	assert_int_equal(uintptr_t(p) % (2u << 20), 0);
+	std::vector<unsigned char> want(size);
+	assert_int_equal(pread(fd, want.data(), size, 0), ssize_t(size));
+	assert_memory_equal(p, want.data(), size);
+	// Nothing of the reservation is left mapped after the file's last page.
+	unsigned char vec;
+	assert_int_equal(mincore(const_cast<unsigned char *>(p) + 1000 * BS, 4096, &vec), -1);
+	assert_int_equal(errno, ENOMEM);
+	munmap(const_cast<unsigned char *>(p), size);
+	close(fd);
+}
+
 void memcg_dir__v1_v2_and_root__directory_or_none(void **)
 {
 	assert_string_equal(memcg_dir("12:memory:/bench\n0::/\n").c_str(), "/sys/fs/cgroup/memory/bench");
@@ -286,6 +307,7 @@ int main(void)
 		cmocka_unit_test(file_mappings__maps_text__every_file_mapping_with_offsets),
 		cmocka_unit_test(present_blocks__own_pagemap__touched_blocks_only),
 		cmocka_unit_test(union_of__overlapping_touching_and_apart__merged_sorted),
+		cmocka_unit_test(map_pmd_aligned__file_of_odd_size__aligned_whole_and_nothing_around),
 		cmocka_unit_test(memcg_dir__v1_v2_and_root__directory_or_none),
 		cmocka_unit_test(mapped_file_bytes__smaps__file_mappings_other_than_excluded),
 		cmocka_unit_test(pinned_file_apply__plan_then_smaller_plan__locks_resident_planned_blocks_only),
