@@ -23,7 +23,8 @@ int llc_plan_fits(uint64_t limit, uint64_t engine, uint64_t loop_bytes)
 	return limit == UINT64_MAX || (engine <= limit && loop_bytes <= limit - engine);
 }
 
-uint64_t llc_plan_stream_room(uint64_t readahead, uint64_t loop_bytes, uint64_t room)
+/* The room the stream asks for, before the cap of llc_plan_stream_room. */
+static uint64_t stream_need(uint64_t readahead, uint64_t loop_bytes, uint64_t room)
 {
 	uint64_t need = 6 * readahead, streamed;
 
@@ -31,7 +32,19 @@ uint64_t llc_plan_stream_room(uint64_t readahead, uint64_t loop_bytes, uint64_t 
 		streamed = (loop_bytes - room) / 3;
 		need = need > streamed ? need : streamed;
 	}
+	return need;
+}
+
+uint64_t llc_plan_stream_room(uint64_t readahead, uint64_t loop_bytes, uint64_t room)
+{
+	uint64_t need = stream_need(readahead, loop_bytes, room);
+
 	return need < room / 3 * 2 ? need : room / 3 * 2;
+}
+
+int llc_plan_read_ahead(uint64_t readahead, uint64_t loop_bytes, uint64_t room)
+{
+	return stream_need(readahead, loop_bytes, room) <= room / 3 * 2;
 }
 
 /* The unpinned run that starts at or after block b, before hi: [*first, *end). 0 when there is none. */

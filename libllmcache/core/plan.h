@@ -11,7 +11,8 @@
  *   keeps them, and a pinned head, a window read ahead and the drop of what the engine passed would
  *   only re-read what it would have kept.
  * - The room an mmap engine's stream needs beside the pins (llc_plan_stream_room): what its faults read
- *   around, what is read ahead before it is locked and what it passed before it is dropped.
+ *   around, what is read ahead and what it passed before it is dropped; and whether anything is
+ *   read ahead, which it is not when that room cannot be had (llc_plan_read_ahead).
  * - The read-ahead of a loop that does not fit (llc_plan_prefetch): the unpinned blocks that follow the
  *   engine's position, taken in loop order and wrapping round at the loop's end to its first unpinned
  *   blocks (an iteration ends where the next begins, so the next iteration's first unpinned blocks are
@@ -60,6 +61,14 @@ int llc_plan_fits(uint64_t limit, uint64_t engine, uint64_t loop_bytes);
  * thirds of room: the pinned head keeps a third, which the stream then does not have to bring in.
  */
 uint64_t llc_plan_stream_room(uint64_t readahead, uint64_t loop_bytes, uint64_t room);
+
+/*
+ * Whether the blocks ahead of such an engine are read ahead of it (llc_plan_prefetch): only when the
+ * stream has the room it needs (llc_plan_stream_room is not at its cap). Where it has not, the cgroup's
+ * reclaim runs all the time and takes the pages read ahead, not mapped and not used yet, before the
+ * ones the engine passed, young in its page tables: the engine's own read-around does better.
+ */
+int llc_plan_read_ahead(uint64_t readahead, uint64_t loop_bytes, uint64_t room);
 
 /*
  * The blocks to read ahead in a loop over blocks [lo, hi) whose pinned blocks are pinned[0..n_pinned)

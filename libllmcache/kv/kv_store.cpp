@@ -99,6 +99,8 @@ uint64_t KvStore::budget() const
 	return std::min<uint64_t>(opt_.cpu_budget, (uint64_t)(total * b / (1 + b)));
 }
 
+uint64_t KvStore::hard_limit() const { return opt_.cpu_budget + std::max(opt_.cpu_budget / 4, 2 * page_bytes()); }
+
 int KvStore::append(uint32_t layer, const void *k, const void *v)
 {
 	if (pending_.active)
@@ -113,6 +115,22 @@ int KvStore::append(uint32_t layer, const void *k, const void *v)
 	const uint32_t P = opt_.page_tokens, dims = geo_.dims(), t = pos % P;
 	const uint64_t row = geo_.row_bytes();
 	auto &pages = pages_[layer];
+	// What cannot be spilled stays in memory, up to a quarter over the budget: past that a new page is
+	// refused, and the token with it, so that a session whose device fails (or that has none) cannot
+	// take the machine's memory. Memory grows only when a page starts. A failed spill is tried again
+	// once a page's worth of tokens was refused, as it is when a page fills below the limit.
+	if (t == 0 && stats_.cpu_bytes + page_bytes() > hard_limit()) {
+		if (pool_ && (!spill_failed_ || ++refused_ % P == 0))
+			spill_and_note();
+		if (stats_.cpu_bytes + page_bytes() > hard_limit())
+			return set_error(-ENOSPC, "the CPU KV pool is at its limit of " + std::to_string(hard_limit()) +
+						     " bytes (the budget and a quarter) and " +
+						     (!pool_ ? std::string("no storage device is configured")
+							     : spill_error_.empty() ? std::string("every page in memory holds sink or recent tokens")
+										    : "its pages cannot be spilled (" + spill_error_ + ")") +
+						     ": token " + std::to_string(pos) + " of layer " + std::to_string(layer) +
+						     " was not stored; free the device, raise the budget or close the session");
+	}
 	if (t == 0) {
 		Page p;
 		p.k = SlabBuffer(slab_bytes_, geo_.k_payload(P));

@@ -110,6 +110,7 @@ public:
 	KvStats stats() const;
 	double beta() const;	  // the split in force: the configured one, or the measured one when adaptive (0 = none)
 	uint64_t budget() const; // the CPU pool's byte target under the split, at most cpu_budget
+	uint64_t hard_limit() const; // the CPU pool's bytes past which appends are refused
 	uint64_t row_bytes() const { return geo_.row_bytes(); }
 
 private:
@@ -160,6 +161,7 @@ private:
 	Pending pending_;
 	int spill_failed_ = 0;	  // the last spill's error (0: it succeeded), until one succeeds
 	std::string spill_error_; // its message
+	uint64_t refused_ = 0;    // appends refused at the hard limit
 };
 
 } // namespace llmcache::kv

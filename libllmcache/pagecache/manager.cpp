@@ -212,6 +212,25 @@ uint64_t Manager::window_bytes() const
 	return std::min(4 * stream_unit(), memcg_limit_ / 8);
 }
 
+// What the engines' cgroup keeps free besides their own memory. Until a mapped file has run a loop, since
+// the engines started, an engine may still be allocating its context: an eighth of the limit more is kept
+// for that (a 512-token context and its compute buffers took 60 MiB of 650). The pins an exited engine
+// leaves are sized so too, or the next one would start in what they leave.
+uint64_t Manager::margin() const
+{
+	const bool starting = !laps_ || std::any_of(files_.begin(), files_.end(), [](const File &f) {
+		return f.mapped && !f.iterations;
+	});
+	return std::max(o_.memcg_headroom, 2 * readahead_) + (starting ? memcg_limit_ / 8 : 0);
+}
+
+// What the engines' cgroup leaves to the pins and the stream together.
+uint64_t Manager::shared_room() const
+{
+	const uint64_t engine = std::max(anon_this_second_, anon_last_second_) + code_ + margin();
+	return memcg_limit_ > engine ? memcg_limit_ - engine : 0;
+}
+
 uint64_t Manager::budget_blocks() const
 {
 	if (memcg_limit_ == UINT64_MAX)
@@ -219,19 +238,10 @@ uint64_t Manager::budget_blocks() const
 	if (any_mapped()) {
 		if (mapped_files_fit()) // the kernel keeps them: pins would only cost the engine CPU time
 			return 0;
-		// Until a mapped file has run a loop, since the engines started, the engine may still be
-		// allocating its context: an eighth of the limit is kept for that (a 512-token context and its
-		// compute buffers took 60 MiB of 650). The pins an exited engine leaves are sized so too, or the
-		// next one would start in what they leave.
-		const bool starting = !laps_ || std::any_of(files_.begin(), files_.end(), [](const File &f) {
-			return f.mapped && !f.iterations;
-		});
 		// The room the stream needs besides the pins (llc_plan_stream_room) holds the window read ahead.
 		const uint64_t anon = std::max(anon_this_second_, anon_last_second_);
-		const uint64_t margin = std::max(o_.memcg_headroom, 2 * readahead_) + (starting ? memcg_limit_ / 8 : 0);
-		const uint64_t engine = anon + code_ + margin, shared = memcg_limit_ > engine ? memcg_limit_ - engine : 0;
-		const llc_memcg_snapshot m{memcg_limit_, anon, code_, llc_plan_stream_room(stream_unit(), mapped_bytes(), shared),
-					   margin};
+		const llc_memcg_snapshot m{memcg_limit_, anon, code_,
+					   llc_plan_stream_room(stream_unit(), mapped_bytes(), shared_room()), margin()};
 		return llc_plan_budget(o_.pin_budget, &m) / BS;
 	}
 	const uint64_t h = headroom();
@@ -482,12 +492,14 @@ void Manager::tick(uint64_t now_ns)
 }
 
 // Follow the mmap engines of head files: ask for the part of the window that is new (drop_tails() drops
-// what the engine passed). The window is not locked: locking and unlocking it every few milliseconds
-// cost more of the engine's CPU time than the few blocks reclaim takes from it (Documentation/design/
-// planner.md, point 4). A read()-based engine has the kernel's readahead, which follows its reads already.
+// what the engine passed), where the stream has the room for it (llc_plan_read_ahead). The window is not
+// locked: locking and unlocking it every few milliseconds cost more of the engine's CPU time than the
+// few blocks reclaim takes from it (Documentation/design/planner.md, point 4). A read()-based engine
+// has the kernel's readahead, which follows its reads already.
 void Manager::prefetch()
 {
-	if (!o_.prefetch || prefetch_failed_ || memcg_limit_ == UINT64_MAX)
+	if (!o_.prefetch || prefetch_failed_ || memcg_limit_ == UINT64_MAX ||
+	    !llc_plan_read_ahead(stream_unit(), mapped_bytes(), shared_room()))
 		return;
 	constexpr uint32_t MAX_SPANS = 8;
 	llc_span spans[MAX_SPANS];

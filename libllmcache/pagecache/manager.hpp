@@ -16,7 +16,8 @@
  * - a file an mmap engine maps and its cgroup cannot hold is pinned as its head, from the first fault,
  *   read in by a child process in the engine's memory cgroup in PMD-size folios (prefetcher.hpp), and
  *   a window after the engine's position (llc_plan_position), wrapping round to the next iteration
- *   (llc_plan_prefetch), is read in ahead of it, and what it passed is paged out
+ *   (llc_plan_prefetch), is read in ahead of it where the stream has the room (llc_plan_read_ahead),
+ *   and what it passed is paged out
  *   (Documentation/design/planner.md);
  * - the code an mmap engine keeps using (its binary and libraries, present in its page tables once its
  *   loop runs) is locked too, within the room the budget leaves for it (engine_code.hpp);
@@ -132,6 +133,8 @@ private:
 	void lock_engine_code(const FileIds &managed);
 	void engines_exited();
 	std::vector<std::vector<Range>> plan_heads(uint64_t budget);
+	uint64_t margin() const;      // what the engines' cgroup keeps free besides their own memory
+	uint64_t shared_room() const; // what it leaves to the pins and the stream together
 	bool start_prefetcher();
 	void drop_ranges(File &f, const std::vector<Range> &ranges, uint64_t &counter);
 	void drop_scans(uint64_t now_ns);

@@ -59,6 +59,23 @@ static void plan_stream_room__six_windows_or_a_third_of_what_is_left_out_at_most
 	assert_int_equal(llc_plan_stream_room(8 * MiB, 604 * MiB, 0), 0);
 }
 
+static void plan_read_ahead__not_where_the_stream_room_is_at_its_cap(void **state)
+{
+	(void)state;
+	/* 107% and 80% of the model: the room the stream asks for is there, read ahead. */
+	assert_true(llc_plan_read_ahead(8 * MiB, 604 * MiB, 538 * MiB));
+	assert_true(llc_plan_read_ahead(8 * MiB, 604 * MiB, 354 * MiB));
+	/* 50%: a third of 431 MiB left out is more than two thirds of the room, which is all it gets:
+	 * the engine's read-around streams. */
+	assert_false(llc_plan_read_ahead(8 * MiB, 604 * MiB, 173 * MiB));
+	/* The line: what is left out is twice the room. */
+	assert_true(llc_plan_read_ahead(8 * MiB, 603 * MiB, 201 * MiB));
+	assert_false(llc_plan_read_ahead(8 * MiB, 606 * MiB, 201 * MiB));
+	/* Fits, or too small a room even for six read-ahead windows. */
+	assert_true(llc_plan_read_ahead(8 * MiB, 100 * MiB, 538 * MiB));
+	assert_false(llc_plan_read_ahead(8 * MiB, 604 * MiB, 30 * MiB));
+}
+
 /* Spans returned by one call, compared with the expected ones. */
 static void expect(const struct llc_span *got, uint32_t n, const uint64_t (*want)[2], uint32_t n_want)
 {
@@ -209,6 +226,7 @@ int main(void)
 		cmocka_unit_test(plan_budget__limit__what_anon_code_window_and_margin_leave),
 		cmocka_unit_test(plan_fits__model_anon_and_code_against_the_limit),
 		cmocka_unit_test(plan_stream_room__six_windows_or_a_third_of_what_is_left_out_at_most_two_thirds),
+		cmocka_unit_test(plan_read_ahead__not_where_the_stream_room_is_at_its_cap),
 		cmocka_unit_test(plan_prefetch__pinned_head__window_after_position_then_only_what_is_new),
 		cmocka_unit_test(plan_prefetch__scattered_pins__unpinned_runs_only_window_counts_them),
 		cmocka_unit_test(plan_prefetch__everything_pinned_or_empty_loop__nothing),
