@@ -27,7 +27,7 @@ struct llmcache_kv {
 	proto::ShmLayout layout{};
 	llmcache_kv_shape shape{};
 	uint64_t session = 0, row = 0;
-	uint32_t seq = 0;
+	uint32_t seq = 0, appended = 0;
 	uint32_t timeout_ms = LLMCACHE_KV_TIMEOUT_MS;
 	std::string error;
 };
@@ -161,9 +161,14 @@ int llmcache_kv_append(llmcache_kv *kv, uint32_t layer, const void *k, const voi
 	std::memcpy(kv->shm + kv->layout.in_k, k, n * kv->row);
 	std::memcpy(kv->shm + kv->layout.in_v, v, n * kv->row);
 	const proto::Append a{kv->session, layer, n};
-	proto::Reply r;
-	return call(kv, proto::APPEND, &a, sizeof(a), -1, r);
+	proto::Reply r{};
+	kv->appended = 0;
+	const int e = call(kv, proto::APPEND, &a, sizeof(a), -1, r);
+	kv->appended = e == 0 ? n : std::min(r.count, n);
+	return e;
 }
+
+uint32_t llmcache_kv_appended(const llmcache_kv *kv) { return kv->appended; }
 
 static int selection(llmcache_kv *kv, int e, const proto::Reply &r, llmcache_kv_selection *sel)
 {

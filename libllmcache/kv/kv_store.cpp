@@ -5,6 +5,7 @@
 #include "kv/score_merge.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -101,6 +102,14 @@ uint64_t KvStore::budget() const
 
 uint64_t KvStore::hard_limit() const { return opt_.cpu_budget + std::max(opt_.cpu_budget / 4, 2 * page_bytes()); }
 
+int KvStore::refuse(uint32_t layer, uint32_t pos, const std::string &why)
+{
+	return set_error(-ENOSPC, "the CPU KV pool is at its limit of " + std::to_string(hard_limit()) +
+					  " bytes (the budget and a quarter, two pages at least) and " + why + ": token " +
+					  std::to_string(pos) + " of layer " + std::to_string(layer) +
+					  " was not stored; free the device, raise the budget or close the session");
+}
+
 int KvStore::append(uint32_t layer, const void *k, const void *v)
 {
 	if (pending_.active)
@@ -117,19 +126,22 @@ int KvStore::append(uint32_t layer, const void *k, const void *v)
 	auto &pages = pages_[layer];
 	// What cannot be spilled stays in memory, up to a quarter over the budget: past that a new page is
 	// refused, and the token with it, so that a session whose device fails (or that has none) cannot
-	// take the machine's memory. Memory grows only when a page starts. A failed spill is tried again
-	// once a page's worth of tokens was refused, as it is when a page fills below the limit.
+	// take the machine's memory. Memory grows only when a page starts. While appends are refused, a
+	// failed spill is tried again at most every RETRY_NS: what it rewrites is bounded by the limit, and
+	// so is the time a failing device costs the daemon.
 	if (t == 0 && stats_.cpu_bytes + page_bytes() > hard_limit()) {
-		if (pool_ && (!spill_failed_ || ++refused_ % P == 0))
+		const uint64_t now = (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
+					     std::chrono::steady_clock::now().time_since_epoch())
+					     .count();
+		if (pool_ && (!spill_failed_ || now - last_retry_ns_ >= RETRY_NS)) {
+			last_retry_ns_ = now;
 			spill_and_note();
+		}
 		if (stats_.cpu_bytes + page_bytes() > hard_limit())
-			return set_error(-ENOSPC, "the CPU KV pool is at its limit of " + std::to_string(hard_limit()) +
-						     " bytes (the budget and a quarter) and " +
-						     (!pool_ ? std::string("no storage device is configured")
-							     : spill_error_.empty() ? std::string("every page in memory holds sink or recent tokens")
-										    : "its pages cannot be spilled (" + spill_error_ + ")") +
-						     ": token " + std::to_string(pos) + " of layer " + std::to_string(layer) +
-						     " was not stored; free the device, raise the budget or close the session");
+			return refuse(layer, pos,
+				      !pool_ ? std::string("no storage device is configured")
+				      : spill_error_.empty() ? std::string("every page in memory holds sink or recent tokens")
+							     : "its pages cannot be spilled (" + spill_error_ + ")");
 	}
 	if (t == 0) {
 		Page p;

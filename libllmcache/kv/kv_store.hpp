@@ -141,6 +141,7 @@ private:
 	int spill();
 	// spill(), remembering a failure so that append does not retry before a page fills.
 	int spill_and_note();
+	int refuse(uint32_t layer, uint32_t pos, const std::string &why); // -ENOSPC: not stored
 	// Copies the K and V rows of the spilled tokens among positions (ascending) to k and v (row i of
 	// each for positions[i]). The pages listed in `whole` (ascending) are read whole and land, verified,
 	// in whole_pages[j]'s buffers; of the others only the blocks holding the rows are read.
@@ -161,7 +162,8 @@ private:
 	Pending pending_;
 	int spill_failed_ = 0;	  // the last spill's error (0: it succeeded), until one succeeds
 	std::string spill_error_; // its message
-	uint64_t refused_ = 0;    // appends refused at the hard limit
+	uint64_t last_retry_ns_ = 0; // the last spill tried while appends were refused
+	static constexpr uint64_t RETRY_NS = 100'000'000;
 };
 
 } // namespace llmcache::kv

@@ -44,6 +44,9 @@ typedef struct llmcache_kv llmcache_kv;
 int llmcache_kv_open(const char *socket_path, const struct llmcache_kv_shape *shape, llmcache_kv **out);
 /* Appends n tokens (n <= append_batch) to a layer: k and v hold n rows each. */
 int llmcache_kv_append(llmcache_kv *kv, uint32_t layer, const void *k, const void *v, uint32_t n);
+/* The tokens the last append stored: all n when it returned 0. When it failed, a token whose spill
+ * failed is still stored; one past the session's memory limit is not, nor any after it in that append. */
+uint32_t llmcache_kv_appended(const llmcache_kv *kv);
 /* Selects the KV of a layer for query q (q_heads * head_dim floats) within budget tokens. The
  * selection points into the session's shared memory and stays valid until the next call. */
 int llmcache_kv_select(llmcache_kv *kv, uint32_t layer, const float *q, uint32_t budget,

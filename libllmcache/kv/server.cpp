@@ -481,14 +481,21 @@ std::string Server::handle(Conn &c, const uint8_t *buf, size_t len, int fd, prot
 							   std::to_string(a.layer) + ": the session allows " +
 							   std::to_string(s->shape.append_batch) + " tokens per append and " +
 							   std::to_string(s->shape.layers) + " layers";
+		// A token whose spill failed is stored (with the error); one the store refused is not, and the
+		// ones after it in the batch are not tried: they would take its position.
+		uint32_t stored = 0;
 		for (uint32_t t = 0; t < a.n_tokens; t++) {
+			const uint32_t before = s->kv->tokens(a.layer);
 			const int e = s->kv->append(a.layer, s->shm + s->layout.in_k + t * row, s->shm + s->layout.in_v + t * row);
 			if (e < 0 && r.status == 0) {
 				r.status = e;
 				err = s->kv->error();
 			}
+			if (s->kv->tokens(a.layer) == before)
+				break;
+			stored++;
 		}
-		r.count = a.n_tokens;
+		r.count = stored;
 		if (r.status)
 			log_failure(*s, "APPEND", r.status, err);
 		return err;

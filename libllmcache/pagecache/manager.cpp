@@ -240,8 +240,8 @@ uint64_t Manager::budget_blocks() const
 			return 0;
 		// The room the stream needs besides the pins (llc_plan_stream_room) holds the window read ahead.
 		const uint64_t anon = std::max(anon_this_second_, anon_last_second_);
-		const llc_memcg_snapshot m{memcg_limit_, anon, code_,
-					   llc_plan_stream_room(stream_unit(), mapped_bytes(), shared_room()), margin()};
+		const uint64_t stream = llc_plan_stream_room(stream_unit(), mapped_bytes(), shared_room());
+		const llc_memcg_snapshot m{memcg_limit_, anon, code_, stream, margin()};
 		return llc_plan_budget(o_.pin_budget, &m) / BS;
 	}
 	const uint64_t h = headroom();

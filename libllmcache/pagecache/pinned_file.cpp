@@ -68,7 +68,9 @@ void *map_pmd_aligned(int fd, size_t size)
 	const uintptr_t end = at + ((size + BS - 1) & ~(BS - 1));
 	void *p = mmap(reinterpret_cast<void *>(at), size, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
 	if (p == MAP_FAILED) {
+		const int e = errno;
 		munmap(area, size + PMD);
+		errno = e;
 		return p;
 	}
 	if (at > start)

@@ -8,8 +8,9 @@
 // selected row must hold and checks each one: a row that differs is reported as BAD, whatever the
 // daemon's status said. Commands (S: a session name the script chooses):
 //   open S            opens a session
-//   append S N        appends N tokens to every layer; an error is reported but the count still grows,
-//                     since the daemon promises that a token whose spill failed is stored
+//   append S N        appends N tokens to every layer; an error is reported, and each layer's count
+//                     grows by what the daemon stored (llmcache_kv_appended: a token whose spill failed
+//                     is stored, one past the session's memory limit is not)
 //   select S L B      selects layer L with a budget of B tokens and checks the rows returned
 //   verify S          selects every token of every layer (budget = all) and checks all of them
 //   status            the daemon's session listing, on one line
@@ -36,7 +37,8 @@ constexpr size_t ROW = (size_t)SHAPE.kv_heads * SHAPE.head_dim; // fp16 elements
 
 struct Session {
 	llmcache_kv *kv = nullptr;
-	uint32_t seed = 0, tokens = 0;
+	uint32_t seed = 0;
+	std::vector<uint32_t> tokens = std::vector<uint32_t>(SHAPE.layers); // per layer
 };
 
 uint32_t mix(uint32_t x)
@@ -66,18 +68,19 @@ std::string err_line(int r, const llmcache_kv *kv)
 // Checks a selection of `layer` against what was appended: "" if right, else what is wrong.
 std::string check(const Session &s, uint32_t layer, const llmcache_kv_selection &sel, bool all)
 {
-	if (sel.n > s.tokens)
+	const uint32_t held = s.tokens[layer];
+	if (sel.n > held)
 		return "layer " + std::to_string(layer) + ": " + std::to_string(sel.n) + " tokens selected of " +
-		       std::to_string(s.tokens);
-	if (all && sel.n != s.tokens)
+		       std::to_string(held);
+	if (all && sel.n != held)
 		return "layer " + std::to_string(layer) + ": " + std::to_string(sel.n) + " tokens returned of the " +
-		       std::to_string(s.tokens) + " held (tokens lost)";
+		       std::to_string(held) + " held (tokens lost)";
 	auto k = static_cast<const uint16_t *>(sel.k), v = static_cast<const uint16_t *>(sel.v);
 	for (uint32_t j = 0; j < sel.n; j++) {
 		const uint32_t pos = sel.positions[j];
-		if (pos >= s.tokens || (j && pos <= sel.positions[j - 1]) || (all && pos != j))
+		if (pos >= held || (j && pos <= sel.positions[j - 1]) || (all && pos != j))
 			return "layer " + std::to_string(layer) + ": position " + std::to_string(pos) + " at index " +
-			       std::to_string(j) + " (positions must ascend and be below " + std::to_string(s.tokens) + ")";
+			       std::to_string(j) + " (positions must ascend and be below " + std::to_string(held) + ")";
 		for (size_t i = 0; i < ROW; i++) {
 			const uint16_t wk = key_at(s.seed, layer, pos, i), wv = value_at(s.seed, layer, pos, i);
 			if (k[j * ROW + i] != wk || v[j * ROW + i] != wv) {
@@ -101,29 +104,32 @@ std::string append(Session &s, uint32_t n)
 		for (uint32_t l = 0; l < SHAPE.layers; l++) {
 			for (uint32_t t = 0; t < b; t++)
 				for (size_t i = 0; i < ROW; i++) {
-					k[t * ROW + i] = key_at(s.seed, l, s.tokens + t, i);
-					v[t * ROW + i] = value_at(s.seed, l, s.tokens + t, i);
+					k[t * ROW + i] = key_at(s.seed, l, s.tokens[l] + t, i);
+					v[t * ROW + i] = value_at(s.seed, l, s.tokens[l] + t, i);
 				}
 			if (int r = llmcache_kv_append(s.kv, l, k.data(), v.data(), b)) {
 				failed++;
 				if (!first)
 					first = r, why = llmcache_kv_error(s.kv);
 			}
+			s.tokens[l] += llmcache_kv_appended(s.kv);
 		}
-		s.tokens += b;
 		done += b;
 	}
+	std::string counts;
+	for (uint32_t t : s.tokens)
+		counts += (counts.empty() ? "" : "/") + std::to_string(t);
 	if (first)
 		return "err " + std::to_string(first) + " " + why + " (" + std::to_string(failed) + " appends failed; tokens " +
-		       std::to_string(s.tokens) + ")";
-	return "ok tokens " + std::to_string(s.tokens);
+		       counts + ")";
+	return "ok tokens " + counts;
 }
 
 std::string select(Session &s, uint32_t layer, uint32_t budget, bool all)
 {
 	std::vector<float> q((size_t)SHAPE.q_heads * SHAPE.head_dim);
 	for (size_t i = 0; i < q.size(); i++)
-		q[i] = (float)(mix((uint32_t)i ^ s.tokens ^ layer) % 2001) / 1000.0f - 1.0f;
+		q[i] = (float)(mix((uint32_t)i ^ s.tokens[layer] ^ layer) % 2001) / 1000.0f - 1.0f;
 	llmcache_kv_selection sel{};
 	if (int r = llmcache_kv_select(s.kv, layer, q.data(), budget, &sel))
 		return err_line(r, s.kv);
@@ -179,10 +185,10 @@ std::string run(std::map<std::string, Session> &sessions, const std::string &lin
 	if (cmd == "verify") {
 		uint32_t tokens = 0;
 		for (uint32_t l = 0; l < SHAPE.layers; l++) {
-			std::string r = select(s, l, s.tokens, true);
+			std::string r = select(s, l, s.tokens[l], true);
 			if (r.compare(0, 3, "ok ") != 0)
 				return r;
-			tokens += s.tokens;
+			tokens += s.tokens[l];
 		}
 		return "ok " + std::to_string(tokens) + " tokens checked";
 	}
