@@ -12,8 +12,9 @@
 # A scripted client (build/tests/kv_fault_client) holds sessions A and C, which spill, and B, which
 # stays in the CPU pool, and checks every row the daemon returns against what it appended. Asserted:
 # no row is ever wrong (a failed restore is an error naming the device and the cause, never data); the
-# daemon stays up and keeps serving B and the resident part of A and C; every token whose spill
-# failed is still served once the device works again; the daemon's log names the device and the
+# daemon stays up and keeps serving B and the resident part of A and C; every token stored while its
+# spill failed is still served once the device works again (past a session's memory limit tokens are
+# refused, not stored, and the client counts only what was stored); the daemon's log names the device and the
 # error. Runs once with the `none` backend (the device disappears mid-spill) and once with `emulated`
 # (it disappears mid-restore).
 set -u
