@@ -44,11 +44,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'echo "FAIL: timed out"; exit 1' TERM
-fails=0
-check() { # description, command...
-	local what=$1; shift
-	if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/check.sh"
 mkdir "$cg"
 model=$tmp/model.gguf
 "$BIN/llmworkload" gguf "$model" --embd 512 --ff 1408 --heads 8 --kv-heads 8 --size 64MiB >/dev/null

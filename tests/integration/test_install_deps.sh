@@ -9,11 +9,7 @@ SRC=${LLMCACHE_SRC:?LLMCACHE_SRC is not set}
 command -v dpkg-query >/dev/null || { echo "SKIP: no dpkg-query (not a Debian system)"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-check() { # description, command...
-	local what=$1; shift
-	if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/check.sh"
 mkdir "$tmp/bin"
 printf '#!/bin/sh\necho "$0 $*" >>%s/called\n' "$tmp" >"$tmp/bin/apt-get"
 chmod +x "$tmp/bin/apt-get"

@@ -5,11 +5,7 @@
 # that cannot be written (> /dev/full) fails the command.
 set -euo pipefail
 B=${LLMCACHE_BIN:?LLMCACHE_BIN is not set}/llmcachectl
-fails=0
-check() { # description, command...: the command must succeed
-	local what=$1; shift
-	if ! "$@"; then echo "FAIL: $what"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/check.sh"
 has() { grep -qF -- "$2" <<<"$1"; }
 # A JSON number field: json_num JSON KEY [INDEX] (the INDEX-th occurrence, from 1).
 json_num() { grep -oE "\"$2\":[0-9.]+" <<<"$1" | sed -n "${3:-1}p" | cut -d: -f2; }

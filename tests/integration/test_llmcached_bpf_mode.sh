@@ -35,11 +35,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'echo "FAIL: timed out"; exit 1' TERM
-fails=0
-check() { # description, command...
-	local what=$1; shift
-	if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/check.sh"
 
 dir=$tmp/wl/decoder
 wl() { "$W" decoder --dir "$tmp/wl" --weights-size 32MiB --tokenizer-size 256KiB --config-size 2MiB "$@"; }

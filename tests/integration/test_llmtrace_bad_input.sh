@@ -20,11 +20,7 @@ if [ ! -x "$T" ]; then # built only with clang, bpftool, libbpf and kernel BTF (
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-check() { # description, command...
-	local what=$1; shift
-	if ! "$@"; then echo "FAIL: $what"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/check.sh"
 # expect CODE PATTERN command...: under a 1 GiB address-space limit and a 30 s timeout, exit status CODE
 # and stderr matching PATTERN. The command's stdout goes to $out (/dev/null unless set).
 out=/dev/null

@@ -49,11 +49,7 @@ mmap_hooks() { # hooks
 	"$T" record --hooks "$1" -o "$tmp/probe.trace" -- true 2>&1 | grep -oE "filemap hooks|mmap from kprobes|faulting pages only" |
 		head -n 1 || true
 }
-fails=0
-check() { # description, command...
-	local what=$1; shift
-	if ! "$@"; then echo "FAIL: $what"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/check.sh"
 has() { grep -qE -- "$2" <<<"$1"; }
 
 wl() { # dir, tokens, access, extra... : the decoder on real files

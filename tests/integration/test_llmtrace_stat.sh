@@ -13,11 +13,7 @@ if [ ! -x "$T" ]; then # built only with clang, bpftool, libbpf and kernel BTF (
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-check() { # description, command...
-	local what=$1; shift
-	if ! "$@"; then echo "FAIL: $what"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/check.sh"
 has() { grep -qE -- "$2" <<<"$1"; }
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)" <<<"$2"; }
 

@@ -8,11 +8,7 @@ W=${LLMCACHE_BIN:?LLMCACHE_BIN is not set}/llmworkload
 [ -x "$W" ] || { echo "FAIL: $W is missing"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-check() { # description, command...
-	local what=$1; shift
-	if ! "$@"; then echo "FAIL: $what"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/check.sh"
 has() { grep -qF -- "$2" <<<"$1"; }
 not() { ! "$@"; }
 field() { grep -oE "(^| )$2=[0-9.]+" <<<"$1" | cut -d= -f2; } # key=value summary field

@@ -18,11 +18,7 @@ command -v python3 >/dev/null || skip "python3 is not installed"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-check() { # description, command...
-	local what=$1; shift
-	if ! "$@"; then echo "FAIL: $what"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/check.sh"
 
 # Per file path (canonical): the blocks accessed in order with their op, and the pids.
 compare() { # workload.csv strace.csv
