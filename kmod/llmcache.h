@@ -19,7 +19,7 @@
 
 #define LLC_TAIL_SPANS 4 /* ranges of LOOP accesses a file keeps for tail.c between its ticks */
 
-struct llc_span {
+struct llc_access_run {
 	pgoff_t first, last;
 };
 
@@ -51,9 +51,9 @@ struct llc_file {
 	u64 hot_protected;              /* HOT blocks protected, under llc.hold_lock */
 	u64 seq_undropped;              /* SEQ accesses since its scans were last dropped, under llc.lock */
 	u64 seq_last_ns;                /* time of its last SEQ access, under llc.lock */
-	struct llc_span tail[LLC_TAIL_SPANS];       /* LOOP accesses since tail.c's last tick, llc.lock */
+	struct llc_access_run tail[LLC_TAIL_SPANS];      /* LOOP accesses since tail.c's last tick, llc.lock */
 	u32 nr_tail;
-	struct llc_span tail_aged[LLC_TAIL_SPANS];  /* those of the tick before, under llc_reg_mutex */
+	struct llc_access_run tail_aged[LLC_TAIL_SPANS]; /* those of the tick before, under llc_reg_mutex */
 	u32 nr_tail_aged;
 };
 
@@ -123,7 +123,13 @@ int llc_memcg_init(void);
 void llc_memcg_exit(void);
 bool llc_memcg_plan_begin(void);
 void llc_memcg_released(unsigned long n);
-u64 llc_memcg_allowance(const struct mem_cgroup *memcg, u64 half);
+/* What the planner needs to know of the registered files one memory cgroup's limit binds. */
+struct llc_memcg_files {
+	u64 mapped_blocks; /* the size of those some process maps */
+	u64 readahead;     /* the largest read-ahead of their devices, in blocks */
+	bool mapped;       /* a process maps one of them */
+};
+u64 llc_memcg_allowance(struct mem_cgroup *memcg, u64 limit, const struct llc_memcg_files *files);
 void llc_memcg_granted(const struct mem_cgroup *memcg, u64 blocks);
 void llc_memcg_range(const struct mem_cgroup *memcg, struct llc_file *f, pgoff_t first, u64 count);
 

@@ -1,12 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
- * Pins under a memory cgroup's pressure. A pinned page stays charged to the cgroup that read it, and
- * that cgroup's reclaim can neither free it nor reach the module's shrinker (the kernel calls shrinkers
- * that are not memcg-aware for global reclaim only). pin.c therefore lets the files whose pages one
- * cgroup limit binds pin at most half of that limit together (llc_plan_clamp). This file gives that
- * half back when the cgroup needs it: when the engine's own memory (its heap, a KV cache) grows into
- * it, the cgroup's reclaim finds nothing left to free, and the cgroup's OOM killer would take the
- * engine while the module held pages that the engine could have had.
+ * Pins under a memory cgroup's limit. A pinned page stays charged to the cgroup that read it, and that
+ * cgroup's reclaim can neither free it nor reach the module's shrinker (the kernel calls shrinkers that
+ * are not memcg-aware for global reclaim only). pin.c therefore lets the files whose pages one cgroup
+ * limit binds pin together only what the planner leaves them (llc_memcg_allowance):
+ *  - when a process maps them (an mmap engine), the daemon's rule (llc_plan_mapped_budget): nothing
+ *    when they fit beside the engine, else the limit less the engine's memory, the code it keeps
+ *    (LLC_PLAN_CODE_KEPT), the room its stream needs and a margin of two stream units. The engine's
+ *    memory is what the cgroup holds besides page cache (llc_memcg_engine), the most seen since the
+ *    cgroup was first met, so that pins left by an engine that exited do not take the room of the next;
+ *  - else (read() engines, whose page cache the module's drops keep small) half of the limit.
+ * This file also gives that allowance back when the cgroup needs it: when the engine's own memory (its
+ * heap, a KV cache) grows into it, the cgroup's reclaim finds nothing left to free, and the cgroup's OOM
+ * killer would take the engine while the module held pages that the engine could have had.
  *
  * Signal: the vmscan tracepoint mm_vmscan_memcg_reclaim_end, which ends every reclaim that a charge
  * over a cgroup's limit (or over memory.high) starts. A reclaim that freed fewer than SWAP_CLUSTER_MAX
@@ -23,19 +29,21 @@
  * TCG and lost the race once in four. Then, in a worker on a high-priority workqueue with a rescuer (it
  * must run while memory is short): the cgroup's room (its half of the limit at most) drops to half of
  * what the last plan gave its files and the pins beyond it go, so that they do not come back. Pressure
- * that lasts halves the room again at each plan. The room grows back by 1/16 of the cgroup's half per
- * plan once a second has passed without pressure. Releases count in stats/shrinker_released, also
+ * that lasts halves the room again at each plan. The room grows back by 1/16 of the allowance per plan
+ * once a second has passed without pressure. Releases count in stats/shrinker_released, also
  * when the pin worker's plan is the one that takes the pressure first.
  *
  * The probe runs on every memcg reclaim; while no plan binds a cgroup it returns after one load. The
- * table holds LLC_MEMCG_SLOTS cgroups; the pins of files bound by others stay at half their limit
+ * table holds LLC_MEMCG_SLOTS cgroups; the pins of files bound by others stay at their allowance
  * without this release. A slot's cgroup pointer is compared, never followed: the cgroup may be gone.
  */
+#include <linux/backing-dev.h>
 #include <linux/memcontrol.h>
 #include <linux/swap.h>
 #include <linux/tracepoint.h>
 #include <linux/workqueue.h>
 #include "llmcache.h"
+#include "libllmcache/core/plan.h"
 
 #define LLC_MEMCG_SLOTS 16
 #define LLC_MEMCG_RANGES 4 /* planned ranges per cgroup the probe can release from */
@@ -52,7 +60,8 @@ struct llc_memcg_range {
 
 static struct llc_memcg_slot {
 	const struct mem_cgroup *memcg; /* NULL: free */
-	u64 half;                       /* blocks: half of its limit, as of the last plan */
+	u64 allowance;                  /* blocks: what the planner left its files at the last plan */
+	u64 engine;                     /* blocks: the most llc_memcg_engine() has seen it hold */
 	u64 room;                       /* blocks its files may pin now */
 	u64 granted;                    /* blocks the last plan gave them */
 	u64 pressed_ns;                 /* when its room last shrank */
@@ -191,8 +200,8 @@ bool llc_memcg_plan_begin(void)
 			s->pressed_ns = now;
 			s->pressed = false;
 			shrank = true;
-		} else if (s->room < s->half && now - s->pressed_ns > LLC_MEMCG_QUIET_NS) {
-			s->room = min(s->half, s->room + max_t(u64, s->half / 16, 1));
+		} else if (s->room < s->allowance && now - s->pressed_ns > LLC_MEMCG_QUIET_NS) {
+			s->room = min(s->allowance, s->room + max_t(u64, s->allowance / 16, 1));
 		}
 		s->seen = false;
 		bound++;
@@ -203,32 +212,93 @@ bool llc_memcg_plan_begin(void)
 }
 
 /*
- * The blocks the files bound by memcg may pin, half its limit (in blocks) at most; the table learns
- * memcg. Caller holds llc_reg_mutex.
+ * What memcg holds besides page cache, in blocks: its charge less the file pages on its own LRU lists
+ * (the classic lists or MGLRU's generations, whichever the kernel runs, and the unevictable list, where
+ * the pins are). That is the engine's anonymous memory and what the kernel holds for it (page tables,
+ * slab), all of which the planner counts as the engine's. The charge is hierarchical and the lists are
+ * not: a child cgroup's page cache counts as the engine's too, which errs towards fewer pins.
  */
-u64 llc_memcg_allowance(const struct mem_cgroup *memcg, u64 half)
+static u64 llc_memcg_engine(struct mem_cgroup *memcg)
 {
+	unsigned long usage = page_counter_read(&memcg->memory);
+	struct mem_cgroup_per_node *mz;
+	long file = 0;
+	int nid, zone;
+
+	for_each_node(nid) {
+		mz = memcg->nodeinfo[nid];
+		for (zone = 0; zone < MAX_NR_ZONES; zone++) {
+			file += READ_ONCE(mz->lru_zone_size[zone][LRU_INACTIVE_FILE]) +
+				READ_ONCE(mz->lru_zone_size[zone][LRU_ACTIVE_FILE]) +
+				READ_ONCE(mz->lru_zone_size[zone][LRU_UNEVICTABLE]);
+#ifdef CONFIG_LRU_GEN
+			{
+				int gen;
+
+				for (gen = 0; gen < MAX_NR_GENS; gen++)
+					file += READ_ONCE(mz->lruvec.lrugen.nr_pages[gen][LRU_GEN_FILE][zone]);
+			}
+#endif
+		}
+	}
+	if (file <= 0)
+		return usage;
+	return usage > file ? usage - file : 0;
+}
+
+/* The planner's allowance, in blocks, for files bound by a limit (blocks) beside engine blocks. */
+static u64 llc_memcg_plan(u64 limit, u64 engine, const struct llc_memcg_files *files)
+{
+	u64 unit = max_t(u64, files->readahead << PAGE_SHIFT, LLC_PLAN_STREAM_UNIT);
+	struct llc_memcg_snapshot m = {
+		.limit = limit << PAGE_SHIFT,
+		.anon = engine << PAGE_SHIFT,
+		.code = LLC_PLAN_CODE_KEPT,
+		.margin = 2 * unit,
+	};
+
+	if (!files->mapped)
+		return limit / 2;
+	return llc_plan_mapped_budget(U64_MAX, &m, LLC_PLAN_CODE_KEPT, unit, files->mapped_blocks << PAGE_SHIFT) >>
+	       PAGE_SHIFT;
+}
+
+/*
+ * The blocks the files bound by memcg (limited to limit blocks) may pin: the planner's allowance, less
+ * while the cgroup is short of memory; the table learns memcg. Caller holds llc_reg_mutex and
+ * rcu_read_lock(), which keeps memcg.
+ */
+u64 llc_memcg_allowance(struct mem_cgroup *memcg, u64 limit, const struct llc_memcg_files *files)
+{
+	u64 engine = llc_memcg_engine(memcg), allowance;
 	struct llc_memcg_slot *s;
 	unsigned long flags;
-	u64 room = half;
 
 	spin_lock_irqsave(&llc_memcg_lock, flags);
 	s = llc_memcg_slot(memcg);
 	if (!s) {
 		s = llc_memcg_slot(NULL);
 		if (s) {
-			*s = (struct llc_memcg_slot){ .memcg = memcg, .room = half };
+			*s = (struct llc_memcg_slot){ .memcg = memcg, .room = U64_MAX };
 			WRITE_ONCE(llc_memcg_bound, llc_memcg_bound + 1);
 		}
 	}
 	if (s) {
-		s->half = half;
-		s->seen = true;
-		s->nr_ranges = 0;
-		room = min(s->room, half);
+		s->engine = max(s->engine, engine);
+		engine = s->engine;
 	}
 	spin_unlock_irqrestore(&llc_memcg_lock, flags);
-	return room;
+	allowance = llc_memcg_plan(limit, engine, files);
+	spin_lock_irqsave(&llc_memcg_lock, flags);
+	if (s && s->memcg == memcg) {
+		s->allowance = allowance;
+		s->room = min(s->room, allowance);
+		s->seen = true;
+		s->nr_ranges = 0;
+		allowance = s->room;
+	}
+	spin_unlock_irqrestore(&llc_memcg_lock, flags);
+	return allowance;
 }
 
 /* What the plan being computed gives the files bound by memcg. Caller holds llc_reg_mutex. */

@@ -18,9 +18,9 @@
  * blocks of the longest-period loops go first); the cap grows back by 1/16 of the budget per run.
  * Nor into a memory cgroup's OOM: pinned pages stay charged to the cgroup that read them, and that
  * cgroup's reclaim cannot free them (nor reach a shrinker that is not memcg-aware), so the files whose
- * pages one cgroup limit binds get at most half of that limit of pins together, taken when the plan is
- * cut (llc_plan_clamp); the engine keeps the other half, and gets pins back when its own memory grows
- * into theirs (memcg.c).
+ * pages one cgroup limit binds get together what the planner leaves them beside the engine, taken when
+ * the plan is cut (llc_plan_clamp), and give pins back when the engine's own memory grows into theirs
+ * (memcg.c).
  * HOT protection (hot.c) holds folios the same way, in a second xarray per file.
  *
  * Held folios are also marked mlocked, as mlock() marks them (with NR_MLOCK accounted the same way).
@@ -291,31 +291,67 @@ static struct mem_cgroup *llc_limiting_memcg(struct llc_file *f, pgoff_t first, 
 }
 
 /*
+ * The files of the plan's ranges [0, n) that memcg's limit binds (memcg_of[]), as the planner counts
+ * them: the blocks of those that are mapped, the largest read-ahead among them (in blocks), and
+ * whether any is mapped. A file counts once however many of its ranges are planned.
+ */
+static void llc_memcg_files(struct mem_cgroup *const *memcg_of, u32 n, const struct mem_cgroup *memcg,
+			    struct llc_memcg_files *files)
+{
+	struct llc_file *f;
+	u32 i, j;
+
+	*files = (struct llc_memcg_files){ 0 };
+	for (i = 0; i < n; i++) {
+		if (memcg_of[i] != memcg)
+			continue;
+		for (j = 0; j < i && !(memcg_of[j] == memcg && llc_plan[j].file == llc_plan[i].file); j++)
+			;
+		f = llc_file_by_id(llc_plan[i].file);
+		if (j < i || !f)
+			continue;
+		files->readahead = max_t(u64, files->readahead, READ_ONCE(f->mapping->host->i_sb->s_bdi->ra_pages));
+		if (mapping_mapped(f->mapping)) {
+			files->mapped = true;
+			files->mapped_blocks += DIV_ROUND_UP(i_size_read(f->mapping->host), PAGE_SIZE);
+		}
+	}
+}
+
+/*
  * Cut each file's ranges, in plan order, to its allowance, and the ranges of the files whose pages one
- * memory cgroup limit binds to half of that limit together, or less while the cgroup is short of
- * memory (memcg.c). Returns the blocks cut.
+ * memory cgroup limit binds to what the planner leaves them beside the engine (memcg.c), or less while
+ * the cgroup is short of memory. Returns the blocks cut.
  */
 static u64 llc_plan_clamp(u32 n)
 {
+	static struct mem_cgroup *memcg_of[LLC_PLAN_MAX]; /* under llc_reg_mutex */
+	static u64 limit_of[LLC_PLAN_MAX];
 	struct llc_memcg_room *room = llc_memcg_room;
+	struct llc_memcg_files files;
 	u32 i, j, nr_room = 0;
-	u64 cut = 0, left, limit;
 	struct mem_cgroup *memcg;
+	u64 cut = 0, left, allowed;
+	struct llc_file *f;
 
 	rcu_read_lock();
+	for (i = 0; i < n; i++) {
+		f = llc_file_by_id(llc_plan[i].file);
+		memcg_of[i] = f ? llc_limiting_memcg(f, llc_plan[i].first, llc_plan[i].count, &limit_of[i]) : NULL;
+	}
 	for (i = 0; i < n; i++) {
 		left = llc_pin_allowance(llc_plan[i].file);
 		for (j = 0; j < i && left; j++)
 			if (llc_plan[j].file == llc_plan[i].file)
 				left -= min(left, llc_plan[j].count);
-		memcg = left ? llc_limiting_memcg(llc_file_by_id(llc_plan[i].file), llc_plan[i].first,
-							  llc_plan[i].count, &limit) : NULL;
+		memcg = memcg_of[i];
 		if (memcg) {
 			for (j = 0; j < nr_room && room[j].memcg != memcg; j++)
 				;
 			if (j == nr_room) {
-				limit = llc_memcg_allowance(memcg, limit / 2);
-				room[nr_room++] = (struct llc_memcg_room){ memcg, limit, limit };
+				llc_memcg_files(memcg_of, n, memcg, &files);
+				allowed = llc_memcg_allowance(memcg, limit_of[i], &files);
+				room[nr_room++] = (struct llc_memcg_room){ memcg, allowed, allowed };
 			}
 			left = min(left, room[j].left);
 			room[j].left -= min(room[j].left, min(left, llc_plan[i].count));

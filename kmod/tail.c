@@ -34,7 +34,7 @@ static DECLARE_DELAYED_WORK(llc_tail_work, llc_tail_worker);
 /* A LOOP access to f's pages [first, last]. Caller holds llc.lock. Returns true when it was noted. */
 bool llc_tail_note(struct llc_file *f, pgoff_t first, pgoff_t last)
 {
-	struct llc_span *s;
+	struct llc_access_run *s;
 	u32 i;
 
 	for (i = 0; i < f->nr_tail; i++) {
@@ -47,7 +47,7 @@ bool llc_tail_note(struct llc_file *f, pgoff_t first, pgoff_t last)
 	}
 	if (f->nr_tail == LLC_TAIL_SPANS) /* left to the kernel's reclaim */
 		return false;
-	f->tail[f->nr_tail++] = (struct llc_span){ first, last };
+	f->tail[f->nr_tail++] = (struct llc_access_run){ first, last };
 	return true;
 }
 
@@ -78,7 +78,7 @@ static bool llc_tail_wanted(struct llc_file *f)
 	return loop > pinned && loop - pinned > llc_cache_room();
 }
 
-static bool llc_in_spans(const struct llc_span *s, u32 n, pgoff_t index)
+static bool llc_in_spans(const struct llc_access_run *s, u32 n, pgoff_t index)
 {
 	u32 i;
 
@@ -100,7 +100,7 @@ static unsigned long llc_tail_drop_run(struct llc_file *f, pgoff_t a, pgoff_t b)
  * over pages that are not resident (they have nothing to unmap or invalidate), so a sweep past the
  * pins costs one unmap and one invalidation per tick. Returns the pages dropped.
  */
-static unsigned long llc_tail_drop(struct llc_file *f, pgoff_t a, pgoff_t b, const struct llc_span *recent,
+static unsigned long llc_tail_drop(struct llc_file *f, pgoff_t a, pgoff_t b, const struct llc_access_run *recent,
 				   u32 nr_recent)
 {
 	struct folio_batch fb;
@@ -146,7 +146,7 @@ static unsigned long llc_tail_drop(struct llc_file *f, pgoff_t a, pgoff_t b, con
 
 static void llc_tail_worker(struct work_struct *w)
 {
-	struct llc_span recent[LLC_TAIL_SPANS];
+	struct llc_access_run recent[LLC_TAIL_SPANS];
 	unsigned long dropped = 0, flags;
 	struct llc_file *f;
 	bool again = false;

@@ -6,7 +6,9 @@
 #   stock    the kernel alone;
 #   mlock    a static mlock of the model's first (limit - the engine's own memory - 64 MiB) by a helper
 #            in the engine's cgroup (what `vmtouch -l` does; 430 MiB at 650 MiB);
-#   bpf      llmcached --mode=bpf --manage MODEL --pin-budget 1GiB.
+#   bpf      llmcached --mode=bpf --manage MODEL --pin-budget 1GiB;
+# and the module (llmcache.ko, the model registered, pin_budget 1GiB) against stock in the VM, where the
+# engine runs under TCG with the disk throttled (tests/vm/engine-bench-guest.sh).
 # Each mode gets a warm-up run, then RUNS measured runs; the page cache is dropped before every run.
 # Printed per model, limit and mode: median decode tokens/s and its ratio to stock, disk bytes read per
 # token (the device's counter during the decode), major faults per token, refused or killed engines,
@@ -17,16 +19,20 @@
 # Usage: scripts/bench-engine.sh BUILD_DIR [RESULTS_DIR] [RUNS]
 # Environment: LLMCACHE_ENGINE_MODELS   "name:llmworkload gguf options, comma-separated" ...
 #                                       (default "f16:--layers=24", 596 MiB)
-#              LLMCACHE_ENGINE_LIMITS   limits, as % of the model or in MiB (default 650MiB)
+#              LLMCACHE_ENGINE_LIMITS   limits, as % of the model or in MiB (default 650MiB; empty:
+#                                       none, the VM rows only)
 #              LLMCACHE_ENGINE_MODES    (default "stock mlock bpf"; "bpf:--opt,--opt=value" passes
 #                                       llmcached options), _TOKENS (16), _THREADS (2)
+#              LLMCACHE_ENGINE_VM       0: no VM rows; _VM_MODEL (the first model), _VM_LIMITS ("107", % of
+#                                       the model), _VM_TOKENS (4), _VM_RUNS (1), _VM_DISK_BPS (10000000),
+#                                       _VM_KERNEL (6.12). Each VM run takes minutes: 11 at the defaults.
 set -euo pipefail
 build=${1:?usage: bench-engine.sh BUILD_DIR [RESULTS_DIR] [RUNS]}
 out=${2:-results}/bench-engine
 runs=${3:-3}
 bin=$build/bin
 models=${LLMCACHE_ENGINE_MODELS:-f16:--layers=24}
-limits=${LLMCACHE_ENGINE_LIMITS:-650MiB}
+limits=${LLMCACHE_ENGINE_LIMITS-650MiB}
 modes=${LLMCACHE_ENGINE_MODES:-stock mlock bpf}
 tokens=${LLMCACHE_ENGINE_TOKENS:-16} threads=${LLMCACHE_ENGINE_THREADS:-2}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -196,6 +202,61 @@ for spec in $models; do
 		done
 	done
 done
+# The module's rows: the same engine beside llmcache.ko in the VM (tests/vm/engine-bench-guest.sh), the
+# scratch disk's reads throttled so that the stock run is I/O-bound under TCG, where the engine computes
+# about 100 times slower than here.
+vm_kernel=${LLMCACHE_ENGINE_VM_KERNEL:-6.12}
+vm_spec=${LLMCACHE_ENGINE_VM_MODEL:-${models%% *}}
+vm_bps=${LLMCACHE_ENGINE_VM_DISK_BPS:-10000000}
+echo
+if [ "${LLMCACHE_ENGINE_VM:-1}" = 0 ]; then
+	echo "module in the VM: not run (LLMCACHE_ENGINE_VM=0)"
+elif ! ls /boot/vmlinuz-"$vm_kernel"[.-]*-amd64 >/dev/null 2>&1 || ! ls -d /usr/src/linux-headers-"$vm_kernel"[.-]*-amd64 >/dev/null 2>&1; then
+	echo "module in the VM: skipped: Debian kernel $vm_kernel image or headers not installed (make deps)"
+else
+	make -s -C "$here/.." kmod BUILD="$build" >/dev/null
+	vm_name=${vm_spec%%:*} vm_opts=${vm_spec#*:}
+	vm_out=$out/vm-$vm_name.txt
+	echo "module in the VM: llmcache.ko on Debian $vm_kernel under qemu TCG (2 vCPUs, 1536 MiB), scratch disk reads" \
+		"throttled to $((vm_bps / 1000000)) MB/s; model $vm_name, ${LLMCACHE_ENGINE_VM_TOKENS:-4} tokens per run," \
+		"${LLMCACHE_ENGINE_VM_RUNS:-1} runs per mode (the module's after a warm-up run)"
+	LLMCACHE_ENGINE_VM_GGUF=$vm_opts LLMCACHE_ENGINE_VM_LIMITS="${LLMCACHE_ENGINE_VM_LIMITS:-107}" \
+		LLMCACHE_BUILD=$build LLMCACHE_BIN=$bin "$here/../tests/vm/run.sh" --mem 1536M --disk 2G \
+		--disk-read-bps "$vm_bps" --timeout 14400 "$vm_kernel" -- sh "$here/../tests/vm/engine-bench-guest.sh" >"$vm_out" 2>&1 || {
+		echo "bench-engine.sh: the VM run failed:"; cat "$vm_out"; exit 1
+	}
+	grep '^guest:' "$vm_out"
+	printf '%-9s %-5s %-18s %9s %8s %14s %13s %11s  %s\n' limit "%" mode tokens/s "x stock" "MB read/token" \
+		"majflt/token" "floor MB/t" notes
+	vm_model=$(sed -n 's/^guest:.* model \([0-9]*\) MiB$/\1/p' "$vm_out")
+	awk -v model_mib="$vm_model" -v name="$vm_name" -v csv="$csv" '
+	function median(v, n,   i, j, t) {
+		for (i = 2; i <= n; i++)
+			for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+		return n ? (n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2) : 0
+	}
+	$1 == "result" {
+		key = $2 " " $3; if (!(key in n)) { n[key] = 0; order[++keys] = key }
+		if ($10 != "ok") { bad[key] = bad[key] $10 " "; next }
+		i = ++n[key]; tps[key, i] = $4; mb[key, i] = $5 / $6 / 1e6; mf[key, i] = $7 / $6; own[key, i] = $8
+	}
+	END {
+		for (k = 1; k <= keys; k++) {
+			key = order[k]; split(key, f, " "); limit = f[1]; mode = f[2]
+			for (i = 1; i <= n[key]; i++) { a[i] = tps[key, i]; b[i] = mb[key, i]; c[i] = mf[key, i]; d[i] = own[key, i] }
+			t = median(a, n[key]); m = median(b, n[key]); j = median(c, n[key])
+			if (mode == "stock") { stock[limit] = t; o = median(d, n[key]); floor[limit] = model_mib * 1048576 + o - limit }
+			fl = floor[limit] > 0 ? floor[limit] / 1e6 : 0
+			x = stock[limit] > 0 ? sprintf("%.2f", t / stock[limit]) : "-"
+			printf "%-9s %-5d %-18s %9.3f %8s %14.1f %13.0f %11.1f  %s\n", int(limit / 1048576) "MiB",
+				limit * 100 / (model_mib * 1048576), mode " (VM)", t, x, m, j, fl, bad[key]
+			printf "%s,%d,%d,%s,%s,%s,%s,%s,%s,,%d,%d\n", name, limit / 1048576, limit * 100 / (model_mib * 1048576),
+				"vm-" mode, t, x, m, j, fl, gsub(/refused/, "", bad[key]), gsub(/killed/, "", bad[key]) >>csv
+		}
+	}' "$vm_out"
+	grep '^pinned' "$vm_out" | awk '{ printf "module at %d MiB: %d MiB pinned at the end, %d blocks released to the cgroup\n", $2 / 1048576, $3 / 256, $5 }'
+fi
+
 svg "$csv" >"$out/engine.svg"
 echo
 echo "CSV: $csv; plot: $out/engine.svg"

@@ -9,8 +9,12 @@
 
 #ifdef __KERNEL__
 #include <linux/types.h>
+#include <linux/limits.h>
 #include <linux/math64.h>
 #define llc_div_u64(a, b) div64_u64((a), (b))
+#ifndef UINT64_MAX
+#define UINT64_MAX U64_MAX
+#endif
 #else
 #include <stdbool.h>
 #include <stddef.h>

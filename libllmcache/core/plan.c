@@ -23,13 +23,25 @@ int llc_plan_fits(uint64_t limit, uint64_t engine, uint64_t loop_bytes)
 	return limit == UINT64_MAX || (engine <= limit && loop_bytes <= limit - engine);
 }
 
+uint64_t llc_plan_mapped_budget(uint64_t configured, const struct llc_memcg_snapshot *m, uint64_t kept_code,
+				uint64_t readahead, uint64_t loop_bytes)
+{
+	struct llc_memcg_snapshot with_stream = *m;
+	uint64_t engine = m->anon + m->code + m->margin;
+
+	if (llc_plan_fits(m->limit, m->anon + (kept_code < m->code ? kept_code : m->code), loop_bytes))
+		return 0;
+	with_stream.window = llc_plan_stream_room(readahead, loop_bytes, m->limit > engine ? m->limit - engine : 0);
+	return llc_plan_budget(configured, &with_stream);
+}
+
 /* The room the stream asks for, before the cap of llc_plan_stream_room. */
 static uint64_t stream_need(uint64_t readahead, uint64_t loop_bytes, uint64_t room)
 {
 	uint64_t need = 6 * readahead, streamed;
 
 	if (loop_bytes > room) {
-		streamed = (loop_bytes - room) / 3;
+		streamed = llc_div_u64(loop_bytes - room, 3);
 		need = need > streamed ? need : streamed;
 	}
 	return need;
@@ -39,12 +51,12 @@ uint64_t llc_plan_stream_room(uint64_t readahead, uint64_t loop_bytes, uint64_t 
 {
 	uint64_t need = stream_need(readahead, loop_bytes, room);
 
-	return need < room / 3 * 2 ? need : room / 3 * 2;
+	return need < llc_div_u64(room, 3) * 2 ? need : llc_div_u64(room, 3) * 2;
 }
 
 int llc_plan_read_ahead(uint64_t readahead, uint64_t loop_bytes, uint64_t room)
 {
-	return stream_need(readahead, loop_bytes, room) <= room / 3 * 2;
+	return stream_need(readahead, loop_bytes, room) <= llc_div_u64(room, 3) * 2;
 }
 
 /* The unpinned run that starts at or after block b, before hi: [*first, *end). 0 when there is none. */
@@ -220,7 +232,7 @@ uint32_t llc_plan_passed(uint64_t lo, uint64_t hi, const struct llc_span *pinned
 		from = lo;
 	}
 	to = position >= from + lag ? position - lag : from;
-	to = lo + (to - lo) / align * align;
+	to = lo + llc_div_u64(to - lo, align) * align;
 	if (to > from)
 		append_unpinned(pinned, n_pinned, &from, to, out, &n, max_out);
 	*dropped_to = from;

@@ -9,7 +9,8 @@
  *   of the blocks it reads ahead, and a margin), never more than the configured budget.
  * - Whether the loops an engine maps fit beside its own memory (llc_plan_fits): then the kernel's LRU
  *   keeps them, and a pinned head, a window read ahead and the drop of what the engine passed would
- *   only re-read what it would have kept.
+ *   only re-read what it would have kept. When they do not, the budget leaves the stream its room
+ *   (llc_plan_mapped_budget).
  * - The room an mmap engine's stream needs beside the pins (llc_plan_stream_room): what its faults read
  *   around, what is read ahead and what it passed before it is dropped; and whether anything is
  *   read ahead, which it is not when that room cannot be had (llc_plan_read_ahead).
@@ -27,6 +28,18 @@
 #define LLC_PLAN_H
 
 #include "compat.h"
+
+/*
+ * The code an engine keeps using of what it maps (its binary, libraries), counted before it is known:
+ * node maps about 50 MiB of its binary and llama.cpp keeps 11-15 MiB in use.
+ */
+#define LLC_PLAN_CODE_KEPT (16ull << 20)
+
+/*
+ * The least an mmap engine's stream moves at a time, whatever its device's read-ahead: PMD-size folios,
+ * and matrices of several MiB.
+ */
+#define LLC_PLAN_STREAM_UNIT (4ull << 20)
 
 /* A run of blocks [first, first + count). */
 struct llc_span {
@@ -51,6 +64,15 @@ uint64_t llc_plan_budget(uint64_t configured, const struct llc_memcg_snapshot *m
  * a little, the kernel's LRU handles as it would without llmcache.
  */
 int llc_plan_fits(uint64_t limit, uint64_t engine, uint64_t loop_bytes);
+
+/*
+ * The pin budget of an mmap engine whose mapped loops are loop_bytes, read in units of readahead bytes:
+ * none when they fit beside its anonymous memory and kept_code of its code (what it keeps using of what
+ * it mapped; llc_plan_fits), else llc_plan_budget with the room the stream needs (llc_plan_stream_room
+ * of what the cgroup leaves besides the engine and the margin) as the window; m->window is not read.
+ */
+uint64_t llc_plan_mapped_budget(uint64_t configured, const struct llc_memcg_snapshot *m, uint64_t kept_code,
+				uint64_t readahead, uint64_t loop_bytes);
 
 /*
  * The room, unlocked, that an mmap engine streaming loops of loop_bytes needs in a cgroup that leaves room

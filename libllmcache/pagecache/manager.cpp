@@ -178,22 +178,26 @@ uint64_t Manager::mapped_bytes() const
 	return bytes;
 }
 
-// The read-ahead of the managed files' devices, 4 MiB at least: an mmap engine's stream goes in PMD-size
-// folios and matrices of several MiB whatever the device's setting.
+// The read-ahead of the managed files' devices, LLC_PLAN_STREAM_UNIT at least.
 uint64_t Manager::stream_unit() const
 {
-	return std::max<uint64_t>(readahead_, 4ull << 20);
+	return std::max<uint64_t>(readahead_, LLC_PLAN_STREAM_UNIT);
 }
 
-// Whether the mapped files fit in the engines' cgroup beside the engines' memory: their anonymous memory
-// and the code they keep using. What they have mapped of their code counts up to what they have locked,
-// or CODE_KEPT before that: the rest they touched at start-up only, and it goes first when the room is
-// needed, as it would without llmcache (node maps ~50 MiB of its binary and llama.cpp keeps 11-15).
-bool Manager::mapped_files_fit() const
+// What the engines keep using of the code they mapped: what they have locked, or LLC_PLAN_CODE_KEPT
+// before that. The rest they touched at start-up only, and it goes first when the room is needed, as it
+// would without llmcache.
+uint64_t Manager::kept_code() const
 {
 	const uint64_t locked = engine_code_locked() * BS;
-	const uint64_t code = std::min(code_, locked ? locked : CODE_KEPT);
-	return llc_plan_fits(memcg_limit_, std::max(anon_this_second_, anon_last_second_) + code, mapped_bytes());
+	return locked ? locked : LLC_PLAN_CODE_KEPT;
+}
+
+// Whether the mapped files fit in the engines' cgroup beside their anonymous memory and kept code.
+bool Manager::mapped_files_fit() const
+{
+	return llc_plan_fits(memcg_limit_, std::max(anon_this_second_, anon_last_second_) + std::min(code_, kept_code()),
+			     mapped_bytes());
 }
 
 // A read()-based engine needs room for its readahead: the current and the next window, and one for
@@ -236,13 +240,10 @@ uint64_t Manager::budget_blocks() const
 	if (memcg_limit_ == UINT64_MAX)
 		return o_.pin_budget / BS;
 	if (any_mapped()) {
-		if (mapped_files_fit()) // the kernel keeps them: pins would only cost the engine CPU time
-			return 0;
-		// The room the stream needs besides the pins (llc_plan_stream_room) holds the window read ahead.
-		const uint64_t anon = std::max(anon_this_second_, anon_last_second_);
-		const uint64_t stream = llc_plan_stream_room(stream_unit(), mapped_bytes(), shared_room());
-		const llc_memcg_snapshot m{memcg_limit_, anon, code_, stream, margin()};
-		return llc_plan_budget(o_.pin_budget, &m) / BS;
+		// None when the mapped files fit (the kernel keeps them: pins would only cost the engine CPU
+		// time); else the room the stream needs besides the pins holds the window read ahead.
+		const llc_memcg_snapshot m{memcg_limit_, std::max(anon_this_second_, anon_last_second_), code_, 0, margin()};
+		return llc_plan_mapped_budget(o_.pin_budget, &m, kept_code(), stream_unit(), mapped_bytes()) / BS;
 	}
 	const uint64_t h = headroom();
 	return std::min(o_.pin_budget / BS, memcg_limit_ > h ? (memcg_limit_ - h) / BS : 0);

@@ -128,6 +128,7 @@ private:
 	bool any_mapped() const;
 	uint64_t mapped_bytes() const; // of the files engines map
 	uint64_t stream_unit() const;
+	uint64_t kept_code() const;
 	bool mapped_files_fit() const;
 	void measure_engine(uint64_t now_ns); // usage_ and code_
 	void lock_engine_code(const FileIds &managed);
@@ -155,7 +156,6 @@ private:
 	MemcgUsage usage_;                // its last reading
 	uint64_t anon_this_second_ = 0, anon_last_second_ = 0; // the most anonymous memory it had in each
 	static constexpr uint32_t CODE_READINGS = 5;
-	static constexpr uint64_t CODE_KEPT = 16ull << 20; // the engines' code the fit test counts at most
 	uint64_t code_ = 0, last_measure_ns_ = 0; // the engines' mapped code and libraries, bytes
 	uint64_t code_readings_[CODE_READINGS] = {}, code_at_ = 0; // the last readings, one a second
 	struct CodeFile { // a file of the engines' own code (engine_code.hpp)

@@ -44,6 +44,26 @@ static void plan_fits__model_anon_and_code_against_the_limit(void **state)
 	assert_false(llc_plan_fits(650 * MiB, 600 * MiB, UINT64_MAX - 10 * MiB));
 }
 
+static void plan_mapped_budget__none_when_it_fits_else_the_stream_room_left_out(void **state)
+{
+	/* 99 MiB of context, 50 MiB of code mapped of which 16 kept, an 8 MiB margin, 8 MiB read-ahead. */
+	struct llc_memcg_snapshot m = { 725 * MiB, 99 * MiB, 50 * MiB, 0, 8 * MiB };
+
+	(void)state;
+	/* 604 MiB of weights fit beside the context and the kept code: no pins. */
+	assert_int_equal(llc_plan_mapped_budget(1024 * MiB, &m, 16 * MiB, 8 * MiB, 604 * MiB), 0);
+	/* At 650 MiB they do not: the room besides the engine is 493 MiB, the stream takes six windows. */
+	m.limit = 650 * MiB;
+	assert_int_equal(llc_plan_mapped_budget(1024 * MiB, &m, 16 * MiB, 8 * MiB, 604 * MiB), 493 * MiB - 48 * MiB);
+	assert_int_equal(llc_plan_mapped_budget(300 * MiB, &m, 16 * MiB, 8 * MiB, 604 * MiB), 300 * MiB);
+	/* The window the caller passes is not read: the planner sets it. */
+	m.window = 400 * MiB;
+	assert_int_equal(llc_plan_mapped_budget(1024 * MiB, &m, 16 * MiB, 8 * MiB, 604 * MiB), 493 * MiB - 48 * MiB);
+	/* An engine that outgrew its limit leaves nothing, without wrapping round. */
+	m.anon = 700 * MiB;
+	assert_int_equal(llc_plan_mapped_budget(1024 * MiB, &m, 16 * MiB, 8 * MiB, 604 * MiB), 0);
+}
+
 static void plan_stream_room__six_windows_or_a_third_of_what_is_left_out_at_most_two_thirds(void **state)
 {
 	(void)state;
@@ -225,6 +245,7 @@ int main(void)
 		cmocka_unit_test(plan_budget__no_limit__configured),
 		cmocka_unit_test(plan_budget__limit__what_anon_code_window_and_margin_leave),
 		cmocka_unit_test(plan_fits__model_anon_and_code_against_the_limit),
+		cmocka_unit_test(plan_mapped_budget__none_when_it_fits_else_the_stream_room_left_out),
 		cmocka_unit_test(plan_stream_room__six_windows_or_a_third_of_what_is_left_out_at_most_two_thirds),
 		cmocka_unit_test(plan_read_ahead__not_where_the_stream_room_is_at_its_cap),
 		cmocka_unit_test(plan_prefetch__pinned_head__window_after_position_then_only_what_is_new),
