@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -18,6 +20,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <system_error>
 
 namespace llmcache::kv {
 
@@ -25,8 +28,8 @@ static std::string errstr(int e) { return std::strerror(e < 0 ? -e : e); }
 
 namespace {
 
-// Keys of the epoll events that are not connections (connections count from 2).
-constexpr uint64_t KEY_STOP = 0, KEY_LISTEN = 1;
+// Keys of the epoll events that are not connections (connections count from 3).
+constexpr uint64_t KEY_STOP = 0, KEY_LISTEN = 1, KEY_DONE = 2;
 
 // The KV device must take the writes of a spill: opened as the pool will open it (read-write, direct
 // I/O), so that a read-only, immutable or unsuitable device is refused at start-up, not at the first
@@ -140,9 +143,12 @@ int Server::open(const ServerConfig &cfg, std::unique_ptr<Server> &out, std::str
 		return err = "cannot listen on " + cfg.socket_path + ": " + errstr(errno), -errno;
 	s->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
 	s->stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (s->epoll_fd_ < 0 || s->stop_fd_ < 0)
+	s->done_ = std::make_shared<Completions>();
+	s->done_->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->epoll_fd_ < 0 || s->stop_fd_ < 0 || s->done_->fd < 0)
 		return err = "cannot create the event loop: " + errstr(errno), -errno;
-	for (auto [fd, key] : {std::pair{s->listen_fd_, KEY_LISTEN}, {s->stop_fd_, KEY_STOP}, {cfg.stop_fd, KEY_STOP}}) {
+	for (auto [fd, key] : {std::pair{s->listen_fd_, KEY_LISTEN}, {s->stop_fd_, KEY_STOP}, {cfg.stop_fd, KEY_STOP},
+			       {s->done_->fd, KEY_DONE}}) {
 		epoll_event ev{EPOLLIN, {.u64 = key}};
 		if (fd >= 0 && epoll_ctl(s->epoll_fd_, EPOLL_CTL_ADD, fd, &ev) < 0)
 			return err = "cannot create the event loop: " + errstr(errno), -errno;
@@ -151,19 +157,66 @@ int Server::open(const ServerConfig &cfg, std::unique_ptr<Server> &out, std::str
 	return 0;
 }
 
+static int ms_until(std::chrono::steady_clock::time_point t)
+{
+	const auto d = std::chrono::ceil<std::chrono::milliseconds>(t - std::chrono::steady_clock::now()).count();
+	return (int)std::clamp<long long>(d, 0, 1 << 30);
+}
+
 Server::~Server()
 {
-	while (!sessions_.empty())
-		free_session(sessions_.size() - 1);
-	push_stats(); // the last word: no sessions, the counters of all
-
-	for (const auto &[id, c] : conns_)
-		close(c.fd);
-	for (int fd : {listen_fd_, epoll_fd_, stop_fd_})
-		if (fd >= 0)
-			close(fd);
+	// Nobody is answered any more: the socket and the connections go first, then every session is
+	// closed by its worker. A worker held by a stalled device past SHUTDOWN_WAIT is left to the
+	// process's exit with its session, which is never freed under it (server.hpp).
+	if (listen_fd_ >= 0)
+		close(listen_fd_);
 	if (bound_)
 		unlink(cfg_.socket_path.c_str());
+	for (const auto &[id, c] : conns_)
+		close(c.fd);
+	conns_.clear();
+	for (auto &s : sessions_)
+		if (!s->closing)
+			close_session(*s, 0, 0);
+	const auto deadline = Clock::now() + SHUTDOWN_WAIT;
+	while (!sessions_.empty()) {
+		pollfd p{done_->fd, POLLIN, 0};
+		const int n = poll(&p, 1, ms_until(deadline));
+		if (n > 0)
+			complete();
+		else if (n == 0 || errno != EINTR)
+			break;
+	}
+	if (!sessions_.empty()) {
+		log(std::to_string(sessions_.size()) + " sessions still wait for their device after " +
+		    std::to_string(SHUTDOWN_WAIT.count()) + " s: llmcached leaves them to its exit");
+		for (auto &s : sessions_) {
+			s->worker.detach();
+			(void)s.release(); // its worker may still use it
+		}
+		sessions_.clear();
+	}
+	push_stats(); // the last word: no sessions, the counters of all
+
+	for (int fd : {epoll_fd_, stop_fd_})
+		if (fd >= 0)
+			close(fd);
+}
+
+Server::Completions::~Completions()
+{
+	if (fd >= 0)
+		close(fd);
+}
+
+void Server::Completions::post(Done &&d)
+{
+	{
+		std::lock_guard l(m);
+		done.push_back(std::move(d));
+	}
+	const uint64_t one = 1;
+	(void)!write(fd, &one, sizeof(one));
 }
 
 void Server::stop()
@@ -179,19 +232,13 @@ void Server::push_stats()
 	KvStats total = retired_;
 	double beta = 0;
 	for (const auto &s : sessions_)
-		if (s->kv) {
-			add_stats(total, s->kv->stats(), true);
-			beta = std::max(beta, s->kv->beta());
+		if (s->seen.store) {
+			add_stats(total, s->seen.stats, true);
+			beta = std::max(beta, s->seen.beta);
 		}
 	std::string err;
 	if (feed_.push(kernel_stats(total, (uint32_t)sessions_.size(), beta, cfg_.kv.backend != "none"), err) < 0)
 		log(err);
-}
-
-static int ms_until(std::chrono::steady_clock::time_point t)
-{
-	const auto d = std::chrono::ceil<std::chrono::milliseconds>(t - std::chrono::steady_clock::now()).count();
-	return (int)std::clamp<long long>(d, 0, 1 << 30);
 }
 
 int Server::run()
@@ -233,6 +280,10 @@ int Server::run()
 				accept_one();
 				continue;
 			}
+			if (key == KEY_DONE) {
+				complete();
+				continue;
+			}
 			auto it = conns_.find(key);
 			if (it == conns_.end()) // dropped earlier in this batch
 				continue;
@@ -241,7 +292,7 @@ int Server::run()
 				if ((it = conns_.find(key)) == conns_.end())
 					continue;
 			}
-			if ((e & EPOLLIN) && it->second.out.empty())
+			if ((e & EPOLLIN) && it->second.out.empty() && !it->second.busy)
 				serve(it->second);
 			else if ((e & (EPOLLHUP | EPOLLERR)) && !(e & EPOLLOUT))
 				drop_conn(key);
@@ -311,14 +362,20 @@ void Server::accept_one()
 		return;
 	}
 	const uint64_t id = next_conn_++;
-	conns_.emplace(id, Conn{id, fd, cred.uid, cred.pid, {}, {}});
+	conns_.emplace(id, Conn{id, fd, cred.uid, cred.pid, {}, {}, false, EPOLLIN});
 	epoll_event ev{EPOLLIN, {.u64 = id}};
 	epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
 }
 
-void Server::watch(const Conn &c)
+// A busy connection is watched for nothing: its next request waits in its socket, and epoll still
+// reports a hang-up (EPOLLHUP), which drops it.
+void Server::watch(Conn &c)
 {
-	epoll_event ev{c.out.empty() ? (uint32_t)EPOLLIN : (uint32_t)EPOLLOUT, {.u64 = c.id}};
+	const uint32_t events = c.busy ? 0u : c.out.empty() ? (uint32_t)EPOLLIN : (uint32_t)EPOLLOUT;
+	if (events == c.events)
+		return;
+	c.events = events;
+	epoll_event ev{events, {.u64 = c.id}};
 	epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
 }
 
@@ -326,7 +383,7 @@ void Server::send_reply(Conn &c, std::string packet)
 {
 	if (c.out.empty()) {
 		if (send(c.fd, packet.data(), packet.size(), MSG_DONTWAIT | MSG_NOSIGNAL) >= 0)
-			return;
+			return watch(c);
 		if (errno != EAGAIN && errno != EWOULDBLOCK)
 			return drop_conn(c.id);
 		c.blocked_since = Clock::now();
@@ -349,17 +406,30 @@ void Server::flush(Conn &c)
 	watch(c);
 }
 
-void Server::free_session(size_t i)
+void Server::close_session(Session &s, uint64_t conn, uint32_t seq)
 {
-	Session &s = *sessions_[i];
-	if (s.kv)
-		add_stats(retired_, s.kv->stats(), false);
-	s.kv.reset();
+	Request q;
+	q.type = proto::CLOSE;
+	q.seq = seq;
+	q.conn = conn;
+	{
+		std::lock_guard l(s.m);
+		s.queue.push_back(q);
+	}
+	s.cv.notify_one();
+	s.closing = true;
+}
+
+void Server::free_session(Session &s)
+{
+	if (s.worker.joinable())
+		s.worker.join();
+	add_stats(retired_, s.seen.stats, false);
 	if (s.shm)
 		munmap(s.shm, s.layout.size);
 	if (s.region >= 0)
 		free_regions_.push_back(s.region);
-	sessions_.erase(sessions_.begin() + (long)i);
+	sessions_.erase(std::find_if(sessions_.begin(), sessions_.end(), [&](const auto &x) { return x.get() == &s; }));
 }
 
 void Server::drop_conn(uint64_t id, const std::string &why)
@@ -370,9 +440,10 @@ void Server::drop_conn(uint64_t id, const std::string &why)
 	const Conn &c = it->second;
 	if (!why.empty())
 		log("dropped the connection of uid " + std::to_string(c.uid) + " pid " + std::to_string(c.pid) + ": " + why);
-	for (size_t i = sessions_.size(); i-- > 0;)
-		if (sessions_[i]->conn == id)
-			free_session(i);
+	// A session whose request is running keeps its worker: the close waits behind the request.
+	for (auto &s : sessions_)
+		if (s->conn == id && !s->closing)
+			close_session(*s, 0, 0);
 	epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
 	close(c.fd);
 	conns_.erase(it);
@@ -381,7 +452,7 @@ void Server::drop_conn(uint64_t id, const std::string &why)
 Server::Session *Server::find(uint64_t conn, uint64_t id)
 {
 	for (auto &s : sessions_)
-		if (s->id == id && s->conn == conn)
+		if (s->id == id && s->conn == conn && !s->closing)
 			return s.get();
 	return nullptr;
 }
@@ -431,15 +502,24 @@ void Server::serve(Conn &c)
 	}
 	if (fd >= 0)
 		close(fd); // the session keeps its own mapping
-	proto::Header h{proto::MAGIC, proto::VERSION, proto::REPLY, 0, 0};
+	if (c.busy)
+		return watch(c); // at a worker: answered when it is done (complete)
+	uint32_t seq = 0;
 	if ((size_t)n >= sizeof(proto::Header))
-		std::memcpy(&h.seq, buf + 12, 4);
-	r.text_len = (uint32_t)text.size();
-	h.length = (uint32_t)(sizeof(r) + text.size());
-	std::string packet(sizeof(h) + sizeof(r) + text.size(), '\0');
+		std::memcpy(&seq, buf + 12, 4);
+	reply(c, seq, r, text);
+}
+
+void Server::reply(Conn &c, uint32_t seq, const proto::Reply &r, const std::string &text)
+{
+	proto::Header h{proto::MAGIC, proto::VERSION, proto::REPLY, 0, seq};
+	proto::Reply rr = r;
+	rr.text_len = (uint32_t)text.size();
+	h.length = (uint32_t)(sizeof(rr) + text.size());
+	std::string packet(sizeof(h) + sizeof(rr) + text.size(), '\0');
 	std::memcpy(packet.data(), &h, sizeof(h));
-	std::memcpy(packet.data() + sizeof(h), &r, sizeof(r));
-	std::memcpy(packet.data() + sizeof(h) + sizeof(r), text.data(), text.size());
+	std::memcpy(packet.data() + sizeof(h), &rr, sizeof(rr));
+	std::memcpy(packet.data() + sizeof(h) + sizeof(rr), text.data(), text.size());
 	send_reply(c, std::move(packet));
 }
 
@@ -453,7 +533,7 @@ std::string Server::handle(Conn &c, const uint8_t *buf, size_t len, int fd, prot
 	if (h.type == proto::OPEN) {
 		proto::Open o;
 		std::memcpy(&o, p, sizeof(o));
-		return open_session(c, o, fd, r);
+		return open_session(c, h, o, fd, r);
 	}
 	if (fd >= 0)
 		return r.status = -EBADMSG, "malformed message: only OPEN carries a file descriptor";
@@ -469,76 +549,217 @@ std::string Server::handle(Conn &c, const uint8_t *buf, size_t len, int fd, prot
 	if (!s)
 		return r.status = -ENOENT, "no session " + std::to_string(ref.session) + " on this connection";
 	r.session = s->id;
-	if (!s->kv && h.type != proto::CLOSE && h.type != proto::DROP)
+	if (!s->seen.store && h.type != proto::CLOSE && h.type != proto::DROP)
 		return r.status = -EIO, "session " + std::to_string(s->id) + " lost its store when a DROP failed: drop or close it";
-	const uint64_t row = s->kv->row_bytes();
-	switch (h.type) {
+	if (h.type == proto::CLOSE) {
+		close_session(*s, c.id, h.seq);
+		c.busy = true;
+		return {};
+	}
+	Request q;
+	q.type = h.type;
+	q.seq = h.seq;
+	q.conn = c.id;
+	static_assert(sizeof(q.payload) >= std::max({sizeof(proto::Open), sizeof(proto::Append), sizeof(proto::Select)}));
+	std::memcpy(q.payload, p, std::min(sizeof(q.payload), proto::payload_size(h.type)));
+	dispatch(c, *s, q);
+	return {};
+}
+
+void Server::dispatch(Conn &c, Session &s, Request q)
+{
+	{
+		std::lock_guard l(s.m);
+		s.queue.push_back(q);
+	}
+	s.cv.notify_one();
+	c.busy = true;
+}
+
+void Server::work(Session *s, std::shared_ptr<Completions> done)
+{
+	for (;;) {
+		Done d;
+		{
+			std::unique_lock l(s->m);
+			s->cv.wait(l, [&] { return !s->queue.empty(); });
+			d.q = s->queue.front();
+			s->queue.pop_front();
+		}
+		d.s = s;
+		// No request may take the daemon down: a failed allocation fails the request alone.
+		try {
+			execute(*s, d);
+		} catch (const std::bad_alloc &) {
+			d.r = {}, d.r.status = -ENOMEM, d.text = "llmcached is out of memory for this request";
+		} catch (const std::exception &e) {
+			d.r = {}, d.r.status = -EIO, d.text = std::string("llmcached failed this request: ") + e.what();
+		}
+		d.seen = look(s->kv.get()); // for CLOSE: the store's last counters
+		d.last = d.q.type == proto::CLOSE || (d.q.type == proto::OPEN && d.r.status);
+		if (d.last)
+			s->kv.reset();
+		const bool last = d.last;
+		done->post(std::move(d));
+		if (last)
+			return;
+	}
+}
+
+Server::Seen Server::look(const KvStore *kv)
+{
+	Seen v;
+	if (kv) {
+		v.store = true;
+		v.stats = kv->stats();
+		v.tokens = kv->tokens(0);
+		v.beta = kv->beta();
+		v.backend = kv->backend_name();
+	}
+	return v;
+}
+
+// On the session's worker: the request's work on the store and the session's shared memory.
+void Server::execute(Session &s, Done &d)
+{
+	proto::Reply &r = d.r;
+	const uint8_t *p = d.q.payload;
+	std::string err;
+	r.session = s.id;
+	auto open_store = [&] {
+		KvShape shape{s.shape.layers, s.shape.q_heads, s.shape.kv_heads, s.shape.head_dim, s.shape.dtype,
+			      s.shape.max_context};
+		return KvStore::open(shape, s.opts, s.kv, err);
+	};
+	auto failed = [&](const char *request, const std::string &why) {
+		d.failed = request;
+		d.why = why;
+		d.text = why;
+	};
+	switch (d.q.type) {
+	case proto::OPEN:
+		if ((r.status = open_store()))
+			r.session = 0, d.text = err;
+		else
+			d.note = s.kv->backend_note();
+		return;
+	case proto::CLOSE:
+		return; // work() ends the store
+	case proto::DROP:
+		s.kv.reset();
+		if ((r.status = open_store()))
+			failed("DROP", err);
+		return;
+	}
+	if (!s.kv) {
+		r.status = -EIO;
+		d.text = "session " + std::to_string(s.id) + " lost its store when a DROP failed: drop or close it";
+		return;
+	}
+	const uint64_t row = s.kv->row_bytes();
+	switch (d.q.type) {
 	case proto::APPEND: {
 		proto::Append a;
 		std::memcpy(&a, p, sizeof(a));
-		if (a.n_tokens > s->shape.append_batch || a.layer >= s->shape.layers)
-			return r.status = -EINVAL, "append of " + std::to_string(a.n_tokens) + " tokens to layer " +
-							   std::to_string(a.layer) + ": the session allows " +
-							   std::to_string(s->shape.append_batch) + " tokens per append and " +
-							   std::to_string(s->shape.layers) + " layers";
+		if (a.n_tokens > s.shape.append_batch || a.layer >= s.shape.layers) {
+			r.status = -EINVAL;
+			d.text = "append of " + std::to_string(a.n_tokens) + " tokens to layer " + std::to_string(a.layer) +
+				 ": the session allows " + std::to_string(s.shape.append_batch) + " tokens per append and " +
+				 std::to_string(s.shape.layers) + " layers";
+			return;
+		}
 		// A token whose spill failed is stored (with the error); one the store refused is not, and the
 		// ones after it in the batch are not tried: they would take its position.
 		uint32_t stored = 0;
 		for (uint32_t t = 0; t < a.n_tokens; t++) {
-			const uint32_t before = s->kv->tokens(a.layer);
-			const int e = s->kv->append(a.layer, s->shm + s->layout.in_k + t * row, s->shm + s->layout.in_v + t * row);
+			const uint32_t before = s.kv->tokens(a.layer);
+			const int e = s.kv->append(a.layer, s.shm + s.layout.in_k + t * row, s.shm + s.layout.in_v + t * row);
 			if (e < 0 && r.status == 0) {
 				r.status = e;
-				err = s->kv->error();
+				err = s.kv->error();
 			}
-			if (s->kv->tokens(a.layer) == before)
+			if (s.kv->tokens(a.layer) == before)
 				break;
 			stored++;
 		}
 		r.count = stored;
 		if (r.status)
-			log_failure(*s, "APPEND", r.status, err);
-		return err;
+			failed("APPEND", err);
+		return;
 	}
 	case proto::SELECT:
 	case proto::SELECT_BEGIN:
 	case proto::SELECT_END: {
 		KvSelection sel;
-		if (h.type != proto::SELECT_END) {
+		if (d.q.type != proto::SELECT_END) {
 			proto::Select q;
 			std::memcpy(&q, p, sizeof(q));
-			if (q.budget > s->shape.max_budget)
-				return r.status = -EINVAL, "select budget " + std::to_string(q.budget) +
-								   " above the session's " + std::to_string(s->shape.max_budget);
-			if ((r.status = s->kv->select_begin(q.layer, reinterpret_cast<const float *>(s->shm + s->layout.q),
-							    q.budget)))
-				return log_failure(*s, "SELECT", r.status, s->kv->error()), s->kv->error();
-			if (h.type == proto::SELECT_BEGIN)
-				return {};
+			if (q.budget > s.shape.max_budget) {
+				r.status = -EINVAL;
+				d.text = "select budget " + std::to_string(q.budget) + " above the session's " +
+					 std::to_string(s.shape.max_budget);
+				return;
+			}
+			if ((r.status = s.kv->select_begin(q.layer, reinterpret_cast<const float *>(s.shm + s.layout.q),
+							   q.budget)))
+				return failed("SELECT", s.kv->error());
+			if (d.q.type == proto::SELECT_BEGIN)
+				return;
 		}
-		if ((r.status = s->kv->select_end(sel)))
-			return log_failure(*s, "SELECT", r.status, s->kv->error()), s->kv->error();
+		if ((r.status = s.kv->select_end(sel)))
+			return failed("SELECT", s.kv->error());
 		const size_t n = sel.positions.size();
 		if (n) {
-			std::memcpy(s->shm + s->layout.positions, sel.positions.data(), 4 * n);
-			std::memcpy(s->shm + s->layout.out_k, sel.k.data(), n * row);
-			std::memcpy(s->shm + s->layout.out_v, sel.v.data(), n * row);
+			std::memcpy(s.shm + s.layout.positions, sel.positions.data(), 4 * n);
+			std::memcpy(s.shm + s.layout.out_k, sel.k.data(), n * row);
+			std::memcpy(s.shm + s.layout.out_v, sel.v.data(), n * row);
 		}
 		r.count = (uint32_t)n;
-		return {};
+		return;
 	}
-	case proto::DROP:
-		s->kv.reset();
-		if ((r.status = open_store(*s, err)))
-			return log_failure(*s, "DROP", r.status, err), err;
-		return {};
-	case proto::CLOSE:
-		for (size_t i = 0; i < sessions_.size(); i++)
-			if (sessions_[i].get() == s)
-				free_session(i);
-		return {};
 	}
-	return r.status = -EBADMSG, "unhandled message type";
+	r.status = -EBADMSG, d.text = "unhandled message type";
+}
+
+// On the loop: each finished request's state is taken in, logged, and answered if its connection is
+// still there; a session whose worker ended is freed.
+void Server::complete()
+{
+	uint64_t n;
+	(void)!read(done_->fd, &n, sizeof(n));
+	std::vector<Done> batch;
+	{
+		std::lock_guard l(done_->m);
+		batch.swap(done_->done);
+	}
+	for (Done &d : batch) {
+		Session &s = *d.s;
+		s.seen = d.seen;
+		if (d.failed)
+			log_failure(s, d.failed, d.r.status, d.why);
+		if (d.q.type == proto::OPEN && d.r.status == 0) {
+			log("session " + std::to_string(s.id) + " opened by uid " + std::to_string(s.uid) + " pid " +
+			    std::to_string(s.pid) + " (" + std::to_string(s.shape.layers) + " layers, backend " +
+			    s.seen.backend + ")" + (d.note.empty() ? "" : "; " + d.note));
+		} else if (d.q.type == proto::OPEN) {
+			// The store could not open its part of the device (gone, failing): the administrator needs to
+			// know as much as the client. At most a line a second, so that a client retrying cannot flood.
+			if (const auto now = Clock::now(); now - open_failure_logged_ >= std::chrono::seconds(1)) {
+				log("OPEN by uid " + std::to_string(s.uid) + " pid " + std::to_string(s.pid) +
+				    " failed: " + d.text);
+				open_failure_logged_ = now;
+			}
+		}
+		if (d.last)
+			free_session(s);
+		if (!d.q.conn)
+			continue;
+		auto it = conns_.find(d.q.conn);
+		if (it == conns_.end())
+			continue; // gone while the request ran
+		it->second.busy = false;
+		reply(it->second, d.q.seq, d.r, d.text);
+	}
 }
 
 // A session's failures reach its client only, and an engine may not show them: a failing KV device
@@ -560,19 +781,7 @@ void Server::log_failure(Session &s, const char *request, int status, const std:
 	s.errors_held = 0;
 }
 
-int Server::open_store(Session &s, std::string &err)
-{
-	KvShape shape{s.shape.layers, s.shape.q_heads, s.shape.kv_heads, s.shape.head_dim, s.shape.dtype,
-		      s.shape.max_context};
-	KvOptions o = cfg_.kv;
-	if (!o.device.empty()) {
-		o.device_offset = (uint64_t)s.region * cfg_.session_device_bytes;
-		o.device_capacity = cfg_.session_device_bytes;
-	}
-	return KvStore::open(shape, o, s.kv, err);
-}
-
-std::string Server::open_session(Conn &c, const proto::Open &o, int memfd, proto::Reply &r)
+std::string Server::open_session(Conn &c, const proto::Header &h, const proto::Open &o, int memfd, proto::Reply &r)
 {
 	auto s = std::make_unique<Session>();
 	s->conn = c.id;
@@ -613,36 +822,42 @@ std::string Server::open_session(Conn &c, const proto::Open &o, int memfd, proto
 						   " session regions of " + std::to_string(cfg_.session_device_bytes) +
 						   " bytes and all are in use: close a session, lower kv-session-device-bytes "
 						   "or use a larger device";
+	sessions_.reserve(sessions_.size() + 1); // once the worker runs, nothing may throw
 	void *m = mmap(nullptr, s->layout.size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	if (m == MAP_FAILED)
 		return r.status = -errno, "cannot map the session memfd: " + errstr(errno);
 	s->shm = static_cast<uint8_t *>(m);
 	s->region = free_regions_.back();
-	free_regions_.pop_back();
-	try {
-		r.status = open_store(*s, err);
-	} catch (...) {
-		munmap(s->shm, s->layout.size);
-		free_regions_.push_back(s->region);
-		throw;
+	s->opts = cfg_.kv;
+	if (!s->opts.device.empty()) {
+		s->opts.device_offset = (uint64_t)s->region * cfg_.session_device_bytes;
+		s->opts.device_capacity = cfg_.session_device_bytes;
 	}
+	// The store is opened, used and closed on the session's own thread (server.hpp). Signals stay
+	// with the loop's thread: the worker starts with all of them blocked.
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	try {
+		s->worker = std::thread(work, s.get(), done_);
+	} catch (const std::system_error &e) {
+		r.status = e.code().value() ? -e.code().value() : -EAGAIN;
+		err = std::string("cannot start the session's thread: ") + e.what();
+	}
+	pthread_sigmask(SIG_SETMASK, &old, nullptr);
 	if (r.status) {
 		munmap(s->shm, s->layout.size);
-		free_regions_.push_back(s->region);
-		// The store could not open its part of the device (gone, failing): the administrator needs to
-		// know as much as the client. At most a line a second, so that a client retrying cannot flood.
-		if (const auto now = Clock::now(); now - open_failure_logged_ >= std::chrono::seconds(1)) {
-			log("OPEN by uid " + std::to_string(c.uid) + " pid " + std::to_string(c.pid) + " failed: " + err);
-			open_failure_logged_ = now;
-		}
 		return err;
 	}
+	free_regions_.pop_back();
 	s->id = next_id_++;
-	r.session = s->id;
-	log("session " + std::to_string(s->id) + " opened by uid " + std::to_string(c.uid) + " pid " +
-	    std::to_string(c.pid) + " (" + std::to_string(o.layers) + " layers, backend " + s->kv->backend_name() + ")" +
-	    (s->kv->backend_note().empty() ? "" : "; " + s->kv->backend_note()));
+	Request q;
+	q.type = proto::OPEN;
+	q.seq = h.seq;
+	q.conn = c.id;
+	Session &ref = *s;
 	sessions_.push_back(std::move(s));
+	dispatch(c, ref, q);
 	return {};
 }
 
@@ -650,11 +865,11 @@ std::string Server::status(const Conn &c) const
 {
 	std::string out;
 	for (const auto &s : sessions_) {
-		if ((c.uid != 0 && s->uid != c.uid) || !s->kv)
+		if ((c.uid != 0 && s->uid != c.uid) || !s->seen.store || s->closing)
 			continue;
-		const KvStats st = s->kv->stats();
+		const KvStats &st = s->seen.stats;
 		out += "session " + std::to_string(s->id) + " uid " + std::to_string(s->uid) + " pid " + std::to_string(s->pid) +
-		       " backend " + s->kv->backend_name() + " tokens " + std::to_string(s->kv->tokens(0)) + " cpu_bytes " +
+		       " backend " + s->seen.backend + " tokens " + std::to_string(s->seen.tokens) + " cpu_bytes " +
 		       std::to_string(st.cpu_bytes) + " spilled_pages " + std::to_string(st.spilled_pages) +
 		       " bytes_written " + std::to_string(st.storage.bytes_written) + " bytes_read " +
 		       std::to_string(st.storage.bytes_read) + " partial_reads " + std::to_string(st.storage.runs_read) + " selects " + std::to_string(st.selects) + " promoted_pages " +

@@ -8,6 +8,7 @@
 
 #include "kv/llmcache_kv.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/ptrace.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -145,26 +147,38 @@ void daemon__config_serve_sigterm__clean_exit(void **)
 	llmcache_kv_close(kv);
 }
 
-// Runs the daemon under ptrace until its main thread enters the system call that writes a spill batch
-// to the device (io_uring_enter submitting, or pwrite in the synchronous fallback), then kills it
-// there: a spill is then certainly in flight, not merely likely after some sleep. True if it got there.
-bool kill_in_spill_write(pid_t pid)
+// Runs the daemon under ptrace until one of its threads (the session's worker, which does the
+// session's I/O: server.hpp) enters the system call that writes a spill batch to the device
+// (io_uring_enter submitting, or pwrite in the synchronous fallback), then kills it there: a spill is
+// then certainly in flight, not merely likely after some sleep. True if it got there; status is the
+// daemon's wait status (every traced thread is reaped, or the group leader's end is never reported).
+bool kill_in_spill_write(pid_t pid, int &status)
 {
-	if (ptrace(PTRACE_SEIZE, pid, nullptr, (void *)(long)PTRACE_O_TRACESYSGOOD) < 0 ||
-	    ptrace(PTRACE_INTERRUPT, pid, nullptr, nullptr) < 0) {
-		std::fprintf(stderr, "cannot trace llmcached: %s\n", strerror(errno));
-		kill(pid, SIGKILL);
-		return false;
+	const long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACECLONE;
+	bool seized = false;
+	if (DIR *d = opendir(("/proc/" + std::to_string(pid) + "/task").c_str())) {
+		while (const dirent *e = readdir(d)) {
+			const pid_t tid = (pid_t)std::atoi(e->d_name);
+			if (tid > 0 && ptrace(PTRACE_SEIZE, tid, nullptr, (void *)opts) == 0 &&
+			    ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) == 0)
+				seized = true;
+		}
+		closedir(d);
 	}
+	if (!seized)
+		std::fprintf(stderr, "cannot trace llmcached: %s\n", strerror(errno));
 	bool in_spill = false;
-	for (int stops = 0; stops < 200000 && !in_spill; stops++) {
+	for (int stops = 0; seized && stops < 200000 && !in_spill; stops++) {
 		int st = 0;
-		if (waitpid(pid, &st, __WALL) != pid || !WIFSTOPPED(st))
+		const pid_t t = waitpid(-1, &st, __WALL);
+		if (t < 0 || (t == pid && !WIFSTOPPED(st)))
 			break;
+		if (!WIFSTOPPED(st))
+			continue; // a thread ended
 		int deliver = 0;
 		if (WSTOPSIG(st) == (SIGTRAP | 0x80)) {
 			__ptrace_syscall_info info{};
-			if (ptrace(PTRACE_GET_SYSCALL_INFO, pid, (void *)sizeof(info), &info) > 0 &&
+			if (ptrace(PTRACE_GET_SYSCALL_INFO, t, (void *)sizeof(info), &info) > 0 &&
 			    info.op == PTRACE_SYSCALL_INFO_ENTRY) {
 				const uint64_t nr = info.entry.nr;
 				in_spill = (nr == SYS_io_uring_enter && info.entry.args[1] > 0) || nr == SYS_pwrite64 ||
@@ -174,9 +188,19 @@ bool kill_in_spill_write(pid_t pid)
 			deliver = WSTOPSIG(st); // a real signal: pass it on
 		}
 		if (!in_spill)
-			ptrace(PTRACE_SYSCALL, pid, nullptr, (void *)(long)deliver);
+			ptrace(PTRACE_SYSCALL, t, nullptr, (void *)(long)deliver);
 	}
 	kill(pid, SIGKILL);
+	for (;;) {
+		int st = 0;
+		const pid_t t = waitpid(-1, &st, __WALL);
+		if (t < 0)
+			break;
+		if (t == pid && (WIFEXITED(st) || WIFSIGNALED(st))) {
+			status = st;
+			break;
+		}
+	}
 	return in_spill;
 }
 
@@ -193,9 +217,8 @@ void daemon__killed_mid_spill_restarted__serves_only_new_data(void **)
 			if (llmcache_kv_append(kv, 0, old.data(), old.data(), 16) != 0)
 				break;
 	});
-	const bool in_spill = kill_in_spill_write(pid);
 	int st = 0;
-	assert_int_equal(waitpid(pid, &st, 0), pid);
+	const bool in_spill = kill_in_spill_write(pid, st);
 	appender.join();
 	assert_true(in_spill);
 	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);

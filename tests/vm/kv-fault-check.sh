@@ -9,13 +9,18 @@
 #   flakey corrupt_bio_byte every read comes back with a byte changed
 #   flakey drop_writes      writes "succeed" without reaching the medium (a lying device)
 #   remove --force          the device disappears (its table becomes error, the node goes once closed)
+#   suspend                 the device stalls: I/O waits, neither done nor failed, until resumed
 # A scripted client (build/tests/kv_fault_client) holds sessions A and C, which spill, and B, which
 # stays in the CPU pool, and checks every row the daemon returns against what it appended. Asserted:
 # no row is ever wrong (a failed restore is an error naming the device and the cause, never data); the
 # daemon stays up and keeps serving B and the resident part of A and C; every token stored while its
 # spill failed is still served once the device works again (past a session's memory limit tokens are
 # refused, not stored, and the client counts only what was stored); the daemon's log names the device and the
-# error. Runs once with the `none` backend (the device disappears mid-spill) and once with `emulated`
+# error; while A's restore waits on a stalled device, a second client's session (in memory, on its own
+# region of the same device), STATUS and new connections are each answered within
+# $KV_STALL_BOUND_MS, and A, whose request waits longer than the daemon's client timeout, is answered
+# right once the device resumes; SIGTERM (twice) with that request held still stops the daemon, after
+# its 5 s wait for the session. Runs once with the `none` backend (the device disappears mid-spill) and once with `emulated`
 # (it disappears mid-restore).
 set -u
 b=$LLMCACHE_BIN
@@ -25,15 +30,20 @@ name=kvfault
 node=/dev/mapper/$name
 sock=$work/kvd.sock
 log=$work/kvd.log
-img_mib=256
+img_mib=320
 sectors=$((img_mib * 2048))
-daemon= client_pid= loop= sent=
+daemon= client_pid= client2_pid= loop= sent=
+# How long a request of a session whose device is healthy may take while another session's device
+# stalls, as the client measures it (its own checks included), under TCG beside other VMs.
+stall_bound_ms=${KV_STALL_BOUND_MS:-1000}
 
 fail() {
 	echo "FAIL: $*"
 	echo "---- llmcached log ----"
 	cat "$log" 2>/dev/null
+	dmsetup resume "$name" 2>/dev/null # a stall phase may have left it suspended
 	[ -n "$client_pid" ] && kill "$client_pid" 2>/dev/null
+	[ -n "$client2_pid" ] && kill "$client2_pid" 2>/dev/null
 	[ -n "$daemon" ] && kill "$daemon" 2>/dev/null
 	exit 1
 }
@@ -71,6 +81,38 @@ err() {
 	ask "$@"
 	case $reply in err*) ;; *) fail "'$*' should have failed: $reply" ;; esac
 	grep -Eq -- "$pat" <<<"$reply" || fail "'$*' failed without naming /$pat/: $reply"
+}
+# A second client (fds 5 and 6), whose session must not wait for the first client's device.
+start_client2() {
+	rm -f "$work/cmd2" "$work/out2"
+	mkfifo "$work/cmd2" "$work/out2" || fail "mkfifo"
+	"$client" "$sock" <"$work/cmd2" >"$work/out2" 2>"$work/client2.err" &
+	client2_pid=$!
+	exec 5>"$work/cmd2" 6<"$work/out2"
+}
+stop_client2() {
+	exec 5>&- 6<&-
+	wait "$client2_pid" || fail "the second client exited $?: $(cat "$work/client2.err")"
+	client2_pid=
+}
+# quick COMMAND...: a command of the second client; it must succeed within $stall_bound_ms.
+quick() {
+	local ms
+	echo "$*" >&5
+	reply=
+	read -r -t 10 reply <&6 || fail "(second client) no answer to '$*' within 10 s: another session's stalled device blocks it"
+	ms=${reply##*[}
+	ms=${ms%% ms]}
+	note "(second client) $* -> $(cut -c1-160 <<<"${reply% \[*}") [$ms ms]"
+	case $reply in ok*) ;; *) fail "(second client) '$*' failed: $reply" ;; esac
+	[ "$ms" -le "$stall_bound_ms" ] ||
+		fail "(second client) '$*' took $ms ms while another session's device stalled (bound $stall_bound_ms ms)"
+	alive
+}
+# Fails if the first client has an answer waiting: its request should still be held by the device.
+still_waiting() {
+	read -r -t 0 <&4 && fail "'$sent' was answered while its device was suspended: $(head -n 1 <&4)"
+	return 0
 }
 alive() { kill -0 "$daemon" 2>/dev/null || fail "llmcached died (during '$sent')"; }
 # A session's counter from the daemon's STATUS listing into $value: counter SESSION_ID FIELD
@@ -110,7 +152,8 @@ wait_inflight() {
 start_daemon() {
 	rm -f "$log"
 	"$b/llmcached" --config /dev/null --socket "$sock" --kv-device "$node" --kv-backend "$1" \
-		--kv-cpu-budget 1MiB --kv-session-device-bytes 64MiB --kv-max-sessions 4 --kv-queue-depth 4 >"$log" 2>&1 &
+		--kv-cpu-budget 1MiB --kv-session-device-bytes 64MiB --kv-max-sessions 5 --kv-queue-depth 4 \
+		--kv-client-timeout 2s >"$log" 2>&1 &
 	daemon=$!
 	local i=0
 	while [ ! -S "$sock" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
@@ -140,6 +183,37 @@ scenario() {
 	ok verify C
 	counter "$a" spilled_pages
 	[ "$value" -gt 0 ] || fail "session A did not spill"
+
+	phase "the device stalls (dmsetup suspend) under a restore of A: the others are served meanwhile"
+	start_client2
+	quick open E
+	quick append E 64
+	dmsetup suspend "$name" || fail "dmsetup suspend"
+	local stalled=$SECONDS
+	send verify A
+	sleep 1
+	still_waiting
+	quick append E 32 # on E's own region, within its budget: no device I/O
+	quick select E 0 0
+	quick verify E
+	quick status # a new connection each time
+	quick open F
+	quick append F 16
+	quick verify F
+	quick close F
+	quick status
+	still_waiting
+	# Longer than the daemon's client timeout (2 s): A waits for its device, not for its client.
+	[ $((stalled + 5 - SECONDS)) -gt 0 ] && sleep $((stalled + 5 - SECONDS))
+	still_waiting
+	dmsetup resume "$name" || fail "dmsetup resume"
+	note "resumed after $((SECONDS - stalled)) s"
+	recv
+	case $reply in ok*) ;; *) fail "verify A after the stall: $reply" ;; esac
+	quick verify E
+	quick close E
+	stop_client2
+	ok verify B
 
 	phase "every write fails (flakey error_writes): spills fail, the tokens stay in memory"
 	table flakey "$loop" 0 0 3600 1 error_writes
@@ -234,10 +308,47 @@ scenario() {
 	grep -Eq "$node does not exist" "$log" || fail "the log does not say that $node is gone"
 }
 
+# SIGTERM, twice, while a session's restore waits on a suspended device: the daemon must not hang on
+# it nor crash, but wait Server::SHUTDOWN_WAIT (5 s) for the worker, say so, remove its socket and
+# exit 0; the client gets an error, never data.
+stop_while_stalled() {
+	local t
+	echo "== SIGTERM while a session waits on a stalled device"
+	make_device
+	start_daemon none
+	start_client
+	ok open A
+	ok append A 1024
+	dmsetup suspend "$name" || fail "dmsetup suspend"
+	send verify A
+	sleep 1
+	still_waiting
+	kill -TERM "$daemon"
+	sleep 0.2
+	kill -TERM "$daemon" 2>/dev/null
+	t=$SECONDS
+	while kill -0 "$daemon" 2>/dev/null && [ $((SECONDS - t)) -lt 30 ]; do sleep 0.1; done
+	kill -0 "$daemon" 2>/dev/null && fail "llmcached did not exit within 30 s of SIGTERM with a stalled device"
+	wait "$daemon" || fail "llmcached exited $? after SIGTERM with a stalled device"
+	daemon=
+	note "llmcached exited 0 after $((SECONDS - t)) s"
+	grep -q "1 sessions still wait for their device" "$log" || fail "the log does not say that a session was left waiting"
+	[ -e "$sock" ] && fail "the socket $sock is left after the exit"
+	dmsetup resume "$name" || fail "dmsetup resume"
+	read -r -t 120 reply <&4 || fail "the client got no answer once the daemon had gone"
+	note "$sent -> $reply"
+	case $reply in err*) ;; *) fail "'$sent' after the daemon stopped: $reply" ;; esac
+	stop_client
+	dmsetup remove "$name" || fail "dmsetup remove"
+	losetup -d "$loop" 2>/dev/null
+	rm -f "$work/kv.img"
+}
+
 [ -x "$client" ] || fail "$client is missing (cmake --build build --target kv_fault_client)"
 command -v dmsetup >/dev/null || fail "dmsetup is not installed (scripts/install-deps.sh kmod)"
 for m in loop dm-mod dm-flakey dm-delay; do modprobe "$m" || fail "modprobe $m"; done
 mkdir -p "$work"
 scenario none spill
 scenario emulated restore
+stop_while_stalled
 echo PASS
