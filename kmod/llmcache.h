@@ -121,6 +121,7 @@ struct llc_file *llc_file_by_id(u64 id);
 struct mem_cgroup;
 int llc_memcg_init(void);
 void llc_memcg_exit(void);
+void llc_memcg_forget(void);
 bool llc_memcg_plan_begin(void);
 void llc_memcg_released(unsigned long n);
 /* What the planner needs to know of the registered files one memory cgroup's limit binds. */

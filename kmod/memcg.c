@@ -27,15 +27,22 @@
  * before it calls the OOM killer) frees them. That step takes only spinlocks, as the probe runs inside
  * the charge; a worker alone, however urgent, started after up to 7 of the 16 retries in runs under
  * TCG and lost the race once in four. Then, in a worker on a high-priority workqueue with a rescuer (it
- * must run while memory is short): the cgroup's room (its half of the limit at most) drops to half of
+ * must run while memory is short): the cgroup's room (its allowance at most) drops to half of
  * what the last plan gave its files and the pins beyond it go, so that they do not come back. Pressure
  * that lasts halves the room again at each plan. The room grows back by 1/16 of the allowance per plan
  * once a second has passed without pressure. Releases count in stats/shrinker_released, also
  * when the pin worker's plan is the one that takes the pressure first.
  *
+ * The cgroup whose reclaim failed is the current task's or an ancestor's, but for one case: a write of
+ * a lower memory.max reclaims in the writer's context, and calls the OOM killer after 16 reclaims that
+ * free nothing. When no cgroup of the current task binds pins, the probe presses the cgroups of the
+ * table that are over their limit. A reclaim that frees the released pins does not count among those
+ * 16, so the release goes on until the cgroup is under its new limit.
+ *
  * The probe runs on every memcg reclaim; while no plan binds a cgroup it returns after one load. The
  * table holds LLC_MEMCG_SLOTS cgroups; the pins of files bound by others stay at their allowance
- * without this release. A slot's cgroup pointer is compared, never followed: the cgroup may be gone.
+ * without this release. A slot holds a reference to its cgroup's css, dropped when no plan meets the
+ * cgroup any more, so that its limit and usage can be read.
  */
 #include <linux/backing-dev.h>
 #include <linux/memcontrol.h>
@@ -59,7 +66,7 @@ struct llc_memcg_range {
 };
 
 static struct llc_memcg_slot {
-	const struct mem_cgroup *memcg; /* NULL: free */
+	struct mem_cgroup *memcg;       /* NULL: free; a css reference */
 	u64 allowance;                  /* blocks: what the planner left its files at the last plan */
 	u64 engine;                     /* blocks: the most llc_memcg_engine() has seen it hold */
 	u64 room;                       /* blocks its files may pin now */
@@ -158,6 +165,10 @@ static void llc_memcg_reclaimed(void *data, unsigned long nr_reclaimed)
 		if (s && !s->granted)
 			s = NULL;
 	}
+	for (i = 0; !s && i < LLC_MEMCG_SLOTS; i++) /* a lower memory.max, written from outside */
+		if (llc_memcg_slots[i].memcg && llc_memcg_slots[i].granted &&
+		    page_counter_read(&llc_memcg_slots[i].memcg->memory) > READ_ONCE(llc_memcg_slots[i].memcg->memory.max))
+			s = &llc_memcg_slots[i];
 	if (s) {
 		s->pressed = true;
 		n = s->nr_ranges;
@@ -191,8 +202,10 @@ bool llc_memcg_plan_begin(void)
 
 	spin_lock_irqsave(&llc_memcg_lock, flags);
 	for (s = llc_memcg_slots; s < llc_memcg_slots + LLC_MEMCG_SLOTS; s++) {
-		if (s->memcg && !s->seen)
+		if (s->memcg && !s->seen) {
+			css_put(&s->memcg->css);
 			s->memcg = NULL;
+		}
 		if (!s->memcg)
 			continue;
 		if (s->pressed) {
@@ -279,6 +292,7 @@ u64 llc_memcg_allowance(struct mem_cgroup *memcg, u64 limit, const struct llc_me
 	if (!s) {
 		s = llc_memcg_slot(NULL);
 		if (s) {
+			css_get(&memcg->css);
 			*s = (struct llc_memcg_slot){ .memcg = memcg, .room = U64_MAX };
 			WRITE_ONCE(llc_memcg_bound, llc_memcg_bound + 1);
 		}
@@ -367,4 +381,17 @@ void llc_memcg_exit(void)
 	tracepoint_synchronize_unregister();
 	destroy_workqueue(llc_memcg_wq); /* runs what is queued */
 	llc_memcg_wq = NULL;
+}
+
+/* Once no plan can run any more: the table's references to its cgroups go. */
+void llc_memcg_forget(void)
+{
+	struct llc_memcg_slot *s;
+
+	for (s = llc_memcg_slots; s < llc_memcg_slots + LLC_MEMCG_SLOTS; s++)
+		if (s->memcg) {
+			css_put(&s->memcg->css);
+			s->memcg = NULL;
+		}
+	llc_memcg_bound = 0;
 }

@@ -593,6 +593,7 @@ void llc_pin_exit(void)
 {
 	llc_memcg_exit();
 	cancel_work_sync(&llc_pin_work);
+	llc_memcg_forget();
 	llc_hot_exit();
 	llc_seq_exit();
 	llc_tail_exit();

@@ -237,7 +237,7 @@ else
 	}
 	$1 == "result" {
 		key = $2 " " $3; if (!(key in n)) { n[key] = 0; order[++keys] = key }
-		if ($10 != "ok") { bad[key] = bad[key] $10 " "; next }
+		if ($9 != "ok") { bad[key] = bad[key] $9 " "; next }
 		i = ++n[key]; tps[key, i] = $4; mb[key, i] = $5 / $6 / 1e6; mf[key, i] = $7 / $6; own[key, i] = $8
 	}
 	END {

@@ -13,7 +13,9 @@
 # 16 MiB, into the room the pins hold, and holds it for a few seconds. Checked: no OOM kill in the
 # cgroup (memory.events oom_kill on cgroup v2, memory.oom_control oom_kill on v1), both processes
 # finish on their own, and the pins shrank to what the anonymous memory left (stats/pinned), with
-# the release counted in stats/shrinker_released for the read() loop.
+# the release counted in stats/shrinker_released for the read() loop. Then, on cgroup v2, memory.max is
+# written down to 48 MiB from outside the cgroup while the read() loop holds 64 MiB of pins: the write
+# succeeds, nothing is OOM-killed, and the pins fall under the new limit.
 #
 # cgroup v2 (the guest mounts it at /sys/fs/cgroup) when its memory controller is there, else v1
 # mounted at /run/llmcache-memcg-v1; LLMCACHE_OOM_CGROUP=v1 forces v1 (kernels built with it: 6.1).
@@ -145,9 +147,51 @@ run_one() { # access: one engine run under the growth
 	rmdir "$cg" || fail "rmdir $cg"
 }
 
+# memory.max lowered below the pins from outside the cgroup (cgroup v2: the write reclaims in the
+# writer's context and calls the cgroup's OOM killer when that frees nothing; v1 refuses the write
+# instead): the pins give way, the write succeeds, the engine is not killed.
+lower_limit() {
+	wl=$LLMCACHE_SCRATCH/oom-wl-pread lowered_mib=48
+	cg_make
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	"$b/llmcachectl" register "$wl/decoder/weights.bin" >/dev/null || fail "llmcachectl register"
+	rm -f "$LLMCACHE_SCRATCH/engine.stop" "$LLMCACHE_SCRATCH/engine.failed"
+	in_cg sh -c 'while [ ! -e "$1/engine.stop" ]; do
+		"$2/llmworkload" decoder --dir "$3" --weights-size 96MiB --tokenizer-size 1MiB --config-size 4MiB \
+			--access pread --tokens 2 >/dev/null || { echo "exit $?" >"$1/engine.failed"; exit 1; }
+	done' sh "$LLMCACHE_SCRATCH" "$b" "$wl" >"$LLMCACHE_SCRATCH/engine.log" 2>&1 &
+	engine=$!
+	i=0
+	while [ "$(num stats/pinned)" -lt $((limit_mib * mib / 2 / 4096 * 3 / 4)) ] && [ $i -lt 600 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	before=$(num stats/pinned)
+	[ "$before" -gt $((lowered_mib * mib / 4096)) ] || fail "lower: only $before blocks pinned, not above the lower limit"
+	# The engine stops (no loop restart makes a new plan), a process stays in the cgroup for its OOM
+	# killer to take, and the limit goes down.
+	touch "$LLMCACHE_SCRATCH/engine.stop"
+	wait "$engine" || fail "lower: the engine did not finish on its own: $(cat "$LLMCACHE_SCRATCH/engine.failed" 2>/dev/null) (oom_kill $(oom_kills))"
+	sh -c 'echo $$ >"$0/cgroup.procs" && exec sleep 60' "$cg" &
+	engine=$!
+	echo $((lowered_mib * mib)) >"$cg/memory.max" || fail "lower: writing memory.max $lowered_mib MiB failed"
+	after=$(num stats/pinned)
+	kill -0 "$engine" 2>/dev/null || fail "lower: the process in the cgroup is gone (oom_kill $(oom_kills))"
+	kill "$engine"
+	wait "$engine" 2>/dev/null
+	engine=
+	[ "$(oom_kills)" = 0 ] || fail "lower: $(oom_kills) OOM kills in the cgroup"
+	[ "$after" -le $((lowered_mib * mib / 4096)) ] || fail "lower: $after blocks still pinned under a $lowered_mib MiB limit"
+	echo "lower: memory.max 128 -> $lowered_mib MiB with $before blocks pinned: $after pinned after, no OOM kill"
+	"$b/llmcachectl" unregister "$wl/decoder/weights.bin" >/dev/null || fail "llmcachectl unregister"
+	rmdir "$cg" || fail "rmdir $cg"
+}
+
 for access in ${LLMCACHE_OOM_ACCESS:-pread mmap}; do
 	run_one "$access"
 done
+[ $version = 1 ] || [ ! -d "$LLMCACHE_SCRATCH/oom-wl-pread" ] || lower_limit
 rmmod llmcache || fail rmmod
 [ $version = 1 ] && umount "$root"
 echo PASS
