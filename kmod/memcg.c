@@ -291,26 +291,20 @@ u64 llc_memcg_allowance(struct mem_cgroup *memcg, u64 limit, const struct llc_me
 	s = llc_memcg_slot(memcg);
 	if (!s) {
 		s = llc_memcg_slot(NULL);
-		if (s) {
-			css_get(&memcg->css);
-			*s = (struct llc_memcg_slot){ .memcg = memcg, .room = U64_MAX };
-			WRITE_ONCE(llc_memcg_bound, llc_memcg_bound + 1);
+		if (!s) { /* the table is full: the planner's allowance, without the pressure release */
+			spin_unlock_irqrestore(&llc_memcg_lock, flags);
+			return llc_memcg_plan(limit, engine, files);
 		}
+		css_get(&memcg->css);
+		*s = (struct llc_memcg_slot){ .memcg = memcg, .room = U64_MAX };
+		WRITE_ONCE(llc_memcg_bound, llc_memcg_bound + 1);
 	}
-	if (s) {
-		s->engine = max(s->engine, engine);
-		engine = s->engine;
-	}
-	spin_unlock_irqrestore(&llc_memcg_lock, flags);
-	allowance = llc_memcg_plan(limit, engine, files);
-	spin_lock_irqsave(&llc_memcg_lock, flags);
-	if (s && s->memcg == memcg) {
-		s->allowance = allowance;
-		s->room = min(s->room, allowance);
-		s->seen = true;
-		s->nr_ranges = 0;
-		allowance = s->room;
-	}
+	s->engine = max(s->engine, engine);
+	s->allowance = llc_memcg_plan(limit, s->engine, files);
+	s->room = min(s->room, s->allowance);
+	s->seen = true;
+	s->nr_ranges = 0;
+	allowance = s->room;
 	spin_unlock_irqrestore(&llc_memcg_lock, flags);
 	return allowance;
 }

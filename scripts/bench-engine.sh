@@ -228,32 +228,30 @@ else
 	grep '^guest:' "$vm_out"
 	printf '%-9s %-5s %-18s %9s %8s %14s %13s %11s  %s\n' limit "%" mode tokens/s "x stock" "MB read/token" \
 		"majflt/token" "floor MB/t" notes
-	vm_model=$(sed -n 's/^guest:.* model \([0-9]*\) MiB$/\1/p' "$vm_out")
-	awk -v model_mib="$vm_model" -v name="$vm_name" -v csv="$csv" '
-	function median(v, n,   i, j, t) {
-		for (i = 2; i <= n; i++)
-			for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
-		return n ? (n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2) : 0
-	}
-	$1 == "result" {
-		key = $2 " " $3; if (!(key in n)) { n[key] = 0; order[++keys] = key }
-		if ($9 != "ok") { bad[key] = bad[key] $9 " "; next }
-		i = ++n[key]; tps[key, i] = $4; mb[key, i] = $5 / $6 / 1e6; mf[key, i] = $7 / $6; own[key, i] = $8
-	}
-	END {
-		for (k = 1; k <= keys; k++) {
-			key = order[k]; split(key, f, " "); limit = f[1]; mode = f[2]
-			for (i = 1; i <= n[key]; i++) { a[i] = tps[key, i]; b[i] = mb[key, i]; c[i] = mf[key, i]; d[i] = own[key, i] }
-			t = median(a, n[key]); m = median(b, n[key]); j = median(c, n[key])
-			if (mode == "stock") { stock[limit] = t; o = median(d, n[key]); floor[limit] = model_mib * 1048576 + o - limit }
-			fl = floor[limit] > 0 ? floor[limit] / 1e6 : 0
-			x = stock[limit] > 0 ? sprintf("%.2f", t / stock[limit]) : "-"
-			printf "%-9s %-5d %-18s %9.3f %8s %14.1f %13.0f %11.1f  %s\n", int(limit / 1048576) "MiB",
-				limit * 100 / (model_mib * 1048576), mode " (VM)", t, x, m, j, fl, bad[key]
-			printf "%s,%d,%d,%s,%s,%s,%s,%s,%s,,%d,%d\n", name, limit / 1048576, limit * 100 / (model_mib * 1048576),
-				"vm-" mode, t, x, m, j, fl, gsub(/refused/, "", bad[key]), gsub(/killed/, "", bad[key]) >>csv
-		}
-	}' "$vm_out"
+	vm_model=$(( $(sed -n 's/^guest:.* model \([0-9]*\) MiB$/\1/p' "$vm_out") << 20 ))
+	runs_of() { awk -v l="$limit" -v m="$mode" '$1 == "result" && $2 == l && $3 == m' "$vm_out"; }
+	for limit in $(awk '$1 == "result" { print $2 }' "$vm_out" | uniq); do
+		pct=$(( limit * 100 / vm_model ))
+		for mode in stock module; do
+			ok_runs=$(runs_of | awk '$9 == "ok"')
+			t=$(awk '{ print $4 }' <<<"$ok_runs" | median)
+			mb=$(awk '$6 { print $5 / $6 / 1e6 }' <<<"$ok_runs" | median)
+			mf=$(awk '$6 { print $7 / $6 }' <<<"$ok_runs" | median)
+			refused=$(runs_of | grep -c ' refused$' || true) killed=$(runs_of | grep -c ' killed$' || true)
+			if [ $mode = stock ]; then
+				stock_t=$t
+				own=$(awk '{ print $8 }' <<<"$ok_runs" | median)
+				floor=$(awk -v m="$vm_model" -v o="$own" -v l="$limit" 'BEGIN { f = m + o - l; print (f > 0 ? f / 1e6 : 0) }')
+			fi
+			x=$(awk -v a="$t" -v b="$stock_t" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
+			notes=
+			[ "$refused" = 0 ] || notes+="refused $refused; "
+			[ "$killed" = 0 ] || notes+="OOM-killed $killed; "
+			printf '%-9s %-5s %-18s %9.3f %8s %14.1f %13.0f %11.1f  %s\n' "$((limit >> 20))MiB" "$pct" "$mode (VM)" \
+				"$t" "$x" "$mb" "$mf" "$floor" "$notes"
+			echo "$vm_name,$((limit >> 20)),$pct,vm-$mode,$t,$x,$mb,$mf,$floor,,$refused,$killed" >>"$csv"
+		done
+	done
 	grep '^pinned' "$vm_out" | awk '{ printf "module at %d MiB: %d MiB pinned at the end, %d blocks released to the cgroup\n", $2 / 1048576, $3 / 256, $5 }'
 fi
 

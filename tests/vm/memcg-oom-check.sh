@@ -79,6 +79,32 @@ in_cg() { # command...: runs it in the cgroup
 
 insmod "$LLMCACHE_KO" || fail "insmod $LLMCACHE_KO"
 
+# The engine: llmworkload's decoder over $wl with ACCESS and WEIGHTS_MIB, two tokens per run, run after
+# run in the cgroup until stop_engine; a failed run is noted.
+start_engine() { # access weights_mib
+	rm -f "$LLMCACHE_SCRATCH/engine.stop" "$LLMCACHE_SCRATCH/engine.failed"
+	in_cg sh -c 'while [ ! -e "$1/engine.stop" ]; do
+		"$2/llmworkload" decoder --dir "$3" --weights-size "$4" --tokenizer-size 1MiB --config-size 4MiB \
+			--access "$5" --tokens 2 >/dev/null || { echo "exit $?" >"$1/engine.failed"; exit 1; }
+	done' sh "$LLMCACHE_SCRATCH" "$b" "$wl" "${2}MiB" "$1" >"$LLMCACHE_SCRATCH/engine.log" 2>&1 &
+	engine=$!
+}
+stop_engine() { # what: the engine ends its run and stops
+	touch "$LLMCACHE_SCRATCH/engine.stop"
+	wait "$engine" || fail "$1: the engine did not finish on its own: $(cat "$LLMCACHE_SCRATCH/engine.failed" 2>/dev/null) (oom_kill $(oom_kills))"
+	engine=
+}
+# Until the engine's loop has three quarters of half the limit pinned, 60 s at most: the pins in $before.
+wait_pinned() { # what
+	half=$((limit_mib * mib / 2 / 4096)) i=0
+	while [ "$(num stats/pinned)" -lt $((half * 3 / 4)) ] && [ $i -lt 600 ]; do
+		[ -e "$LLMCACHE_SCRATCH/engine.failed" ] && fail "$1: the engine failed before the growth: $(cat "$LLMCACHE_SCRATCH/engine.failed")"
+		sleep 0.1
+		i=$((i + 1))
+	done
+	before=$(num stats/pinned)
+}
+
 run_one() { # access: one engine run under the growth
 	access=$1 wl=$LLMCACHE_SCRATCH/oom-wl-$1
 	if [ "$access" = mmap ]; then
@@ -96,22 +122,10 @@ run_one() { # access: one engine run under the growth
 	"$b/llmcachectl" register "$wl/decoder/weights.bin" "$wl/decoder/tokenizer.bin" "$wl/decoder/config.bin" \
 		>/dev/null || fail "llmcachectl register"
 	released0=$(num stats/shrinker_released)
-	rm -f "$LLMCACHE_SCRATCH/engine.stop" "$LLMCACHE_SCRATCH/engine.failed"
-	# The engine: two tokens per run, run after run until told to stop; a failed run is noted.
-	in_cg sh -c 'while [ ! -e "$1/engine.stop" ]; do
-		"$2/llmworkload" decoder --dir "$3" --weights-size "$4" --tokenizer-size 1MiB --config-size 4MiB \
-			--access "$5" --tokens 2 >/dev/null || { echo "exit $?" >"$1/engine.failed"; exit 1; }
-	done' sh "$LLMCACHE_SCRATCH" "$b" "$wl" ${weights_mib}MiB "$access" >"$LLMCACHE_SCRATCH/engine.log" 2>&1 &
-	engine=$!
+	start_engine "$access" $weights_mib
 	# Its loop pinned: at least three quarters of half the limit, at most what the module lets one
 	# cgroup's files pin.
-	half=$((limit_mib * mib / 2 / 4096)) i=0
-	while [ "$(num stats/pinned)" -lt $((half * 3 / 4)) ] && [ $i -lt 600 ]; do
-		[ -e "$LLMCACHE_SCRATCH/engine.failed" ] && fail "$access: the engine failed before the growth: $(cat "$LLMCACHE_SCRATCH/engine.failed")"
-		sleep 0.1
-		i=$((i + 1))
-	done
-	before=$(num stats/pinned)
+	wait_pinned "$access"
 	[ "$before" -ge $((half * 3 / 4)) ] || fail "$access: the loop was not pinned: $before blocks after 60 s"
 	[ "$before" -le "$most" ] || fail "$access: $before blocks pinned, more than the module lets the cgroup's files pin ($most)"
 	# The engine's own memory grows into the pins' room while it decodes; the pins are read while it
@@ -125,9 +139,7 @@ run_one() { # access: one engine run under the growth
 	after=$(num stats/pinned) usage=$(usage_mib)
 	rc=0
 	wait $grower || rc=$?
-	touch "$LLMCACHE_SCRATCH/engine.stop"
-	wait "$engine" || fail "$access: the engine did not finish on its own: $(cat "$LLMCACHE_SCRATCH/engine.failed" 2>/dev/null) (oom_kill $(oom_kills))"
-	engine=
+	stop_engine "$access"
 	[ $rc = 0 ] || fail "$access: the allocation did not finish (exit $rc; oom_kill $(oom_kills)): $(tail -n 1 "$LLMCACHE_SCRATCH/grow.log")"
 	kills=$(oom_kills)
 	[ "$kills" = 0 ] || fail "$access: $kills OOM kills in the cgroup"
@@ -156,23 +168,12 @@ lower_limit() {
 	sync
 	echo 3 >/proc/sys/vm/drop_caches
 	"$b/llmcachectl" register "$wl/decoder/weights.bin" >/dev/null || fail "llmcachectl register"
-	rm -f "$LLMCACHE_SCRATCH/engine.stop" "$LLMCACHE_SCRATCH/engine.failed"
-	in_cg sh -c 'while [ ! -e "$1/engine.stop" ]; do
-		"$2/llmworkload" decoder --dir "$3" --weights-size 96MiB --tokenizer-size 1MiB --config-size 4MiB \
-			--access pread --tokens 2 >/dev/null || { echo "exit $?" >"$1/engine.failed"; exit 1; }
-	done' sh "$LLMCACHE_SCRATCH" "$b" "$wl" >"$LLMCACHE_SCRATCH/engine.log" 2>&1 &
-	engine=$!
-	i=0
-	while [ "$(num stats/pinned)" -lt $((limit_mib * mib / 2 / 4096 * 3 / 4)) ] && [ $i -lt 600 ]; do
-		sleep 0.1
-		i=$((i + 1))
-	done
-	before=$(num stats/pinned)
+	start_engine pread 96
+	wait_pinned lower
 	[ "$before" -gt $((lowered_mib * mib / 4096)) ] || fail "lower: only $before blocks pinned, not above the lower limit"
 	# The engine stops (no loop restart makes a new plan), a process stays in the cgroup for its OOM
 	# killer to take, and the limit goes down.
-	touch "$LLMCACHE_SCRATCH/engine.stop"
-	wait "$engine" || fail "lower: the engine did not finish on its own: $(cat "$LLMCACHE_SCRATCH/engine.failed" 2>/dev/null) (oom_kill $(oom_kills))"
+	stop_engine lower
 	sh -c 'echo $$ >"$0/cgroup.procs" && exec sleep 60' "$cg" &
 	engine=$!
 	echo $((lowered_mib * mib)) >"$cg/memory.max" || fail "lower: writing memory.max $lowered_mib MiB failed"
