@@ -129,4 +129,31 @@ expect 2 "bandwidths" "$R" "$tmp/app.csv" --bandwidths fast
 { head -3 "$tmp/app.csv"; echo "99000,100,1,11,not-a-block,8,read"; } >"$tmp/bad.csv"
 expect 1 "bad.csv.*4" "$R" "$tmp/bad.csv" --format csv
 "$R" --help | grep -q EXAMPLES || fail "--help has no EXAMPLES"
+
+# --- the enforced replay: an mmap engine's trace (a 64 MiB weights file, read whole in the first pass and
+# then in 5 passes that show every other block only) in a memory cgroup of 70 MiB beside 8 MiB of
+# anonymous memory and 4 of code: 58 MiB of page cache.
+awk 'BEGIN {
+	print "time_ns,pid,dev,inode,first_block,nr_blocks,op,path"
+	t = 0
+	for (p = 0; p < 6; p++)
+		for (b = 0; b < 16384; b += (p ? 2 : 1))
+			printf "%d,100,1,20,%d,1,mmap_fault,/m/w.gguf\n", t += 1000, b
+}' >"$tmp/engine.csv"
+out=$("$R" "$tmp/engine.csv" --enforce --memcg-limit 70MiB --engine-anon 8MiB --engine-code 4MiB --read-around 4KiB \
+	--csv "$tmp/enforce.csv" 2>"$tmp/err") || fail "enforced replay failed: $(cat "$tmp/err")"
+echo "$out"
+grep -q "64.0 MiB, 6 passes" <<<"$out" || fail "the enforced replay did not find the 6 passes over the 64 MiB file"
+# Stock: an LRU of 58 MiB under a 64 MiB loop reads it whole every pass.
+awk -F, '$1 == "stock" && $6 == 67108864 { ok = 1 } END { exit !ok }' "$tmp/enforce.csv" ||
+	fail "stock does not read the whole loop each pass: $(cat "$tmp/enforce.csv")"
+# The module and the daemon read what their pins leave out, each pass.
+awk -F, '$1 != "stock" && $1 != "mode" && $3 > 0 && $6 == 67108864 - $3 { n++ } END { exit n != 2 }' "$tmp/enforce.csv" ||
+	fail "module and daemon do not read what their pins leave: $(cat "$tmp/enforce.csv")"
+expect 2 "--enforce needs --memcg-limit" "$R" "$tmp/engine.csv" --enforce --engine-anon 8MiB
+expect 2 "more than --engine-anon" "$R" "$tmp/engine.csv" --enforce --memcg-limit 8MiB --engine-anon 8MiB
+expect 2 "unknown mode 'lru'" "$R" "$tmp/engine.csv" --enforce lru --memcg-limit 70MiB --engine-anon 8MiB
+expect 2 "is an option of --enforce" "$R" "$tmp/engine.csv" --memcg-limit 70MiB
+head -50 "$tmp/engine.csv" >"$tmp/small.csv"
+expect 1 "no file of the trace reaches 1 MiB" "$R" "$tmp/small.csv" --enforce --memcg-limit 70MiB --engine-anon 8MiB
 echo PASS

@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "../llmtrace/version.hpp"
+#include "sim/enforce.hpp"
 #include "sim/replay.hpp"
 #include "sim/report.hpp"
 #include "util/units.hpp"
@@ -177,6 +178,86 @@ template <typename Fn> void write_output(const std::string &path, Fn fn)
 		throw std::system_error(errno ? errno : EIO, std::generic_category(), "cannot write '" + path + "'");
 }
 
+// --enforce and its sizes, checked before the trace is read.
+struct Enforce {
+	std::vector<EnforceMode> modes;
+	EnforceConfig config;
+};
+
+uint64_t size_option(const po::variables_map &vm, const char *name)
+{
+	if (!vm.count(name))
+		throw Usage(std::string("--enforce needs --") + name + " (see --help)");
+	try {
+		return units::parse_bytes(vm[name].as<std::string>());
+	} catch (const std::invalid_argument &e) {
+		throw Usage(std::string("--") + name + ": " + e.what());
+	}
+}
+
+Enforce parse_enforce(const po::variables_map &vm)
+{
+	Enforce e;
+	for (const std::string &m : split(vm["enforce"].as<std::string>())) {
+		try {
+			e.modes.push_back(parse_enforce_mode(m));
+		} catch (const std::invalid_argument &x) {
+			throw Usage(std::string("--enforce: ") + x.what());
+		}
+	}
+	if (e.modes.empty())
+		throw Usage("--enforce is empty; give stock, module or daemon, or nothing for all three");
+	e.config.limit = size_option(vm, "memcg-limit");
+	e.config.anon = size_option(vm, "engine-anon");
+	e.config.code = size_option(vm, "engine-code");
+	e.config.read_around = size_option(vm, "read-around");
+	if (e.config.limit <= e.config.anon + e.config.code)
+		throw Usage("--memcg-limit must be more than --engine-anon + --engine-code: the engine's weights need "
+			    "some page cache");
+	if (e.config.read_around < LLMCACHE_BLOCK_SIZE)
+		throw Usage("--read-around must be at least one 4 KiB block");
+	return e;
+}
+
+// The enforced replay's table (or CSV rows): per mode, pins, room and the reads of the first and the later
+// passes.
+void write_enforced(std::ostream &os, const std::string &path, const Trace &t, const EnforceLoop &loop,
+		    const Enforce &e, const std::vector<EnforceResult> &results, bool csv)
+{
+	const double mib = 1 << 20, mb = 1e6, bs = LLMCACHE_BLOCK_SIZE;
+	char line[256];
+	if (csv) {
+		os << "mode,limit_bytes,pinned_bytes,room_bytes,first_pass_read_bytes,read_bytes_per_pass,passes\n";
+		for (const EnforceResult &r : results)
+			os << enforce_mode_name(r.mode) << ',' << e.config.limit << ',' << r.pinned * LLMCACHE_BLOCK_SIZE << ','
+			   << r.room * LLMCACHE_BLOCK_SIZE << ',' << r.read_first * LLMCACHE_BLOCK_SIZE << ','
+			   << uint64_t(r.later_per_pass(loop.passes) * bs) << ',' << loop.passes << '\n';
+		return;
+	}
+	const std::string &name = loop.file < t.paths.size() && !t.paths[loop.file].empty() ? t.paths[loop.file]
+											      : "file " + std::to_string(loop.file);
+	std::snprintf(line, sizeof(line), "%.1f MiB, %llu passes", double(loop.blocks) * bs / mib,
+		      (unsigned long long)loop.passes);
+	os << "enforced replay of " << path << ": weights " << name << " (" << line << ", each in the order of the pass that"
+	   << " showed them whole or most)\n";
+	std::snprintf(line, sizeof(line),
+		      "memory cgroup %.0f MiB; engine %.0f MiB anonymous, %.0f MiB code; read-around %.0f KiB\n",
+		      double(e.config.limit) / mib, double(e.config.anon) / mib, double(e.config.code) / mib,
+		      double(e.config.read_around) / 1024);
+	os << line;
+	std::snprintf(line, sizeof(line), "%-8s %11s %9s %15s %13s %16s %15s\n", "mode", "pinned MiB", "room MiB",
+		      "first pass MB", "MB read/pass", "read ahead MB/p", "dropped MB/p");
+	os << line;
+	for (const EnforceResult &r : results) {
+		const double later = loop.passes > 1 ? double(loop.passes - 1) : 1;
+		std::snprintf(line, sizeof(line), "%-8s %11.1f %9.1f %15.1f %13.1f %16.1f %15.1f\n",
+			      enforce_mode_name(r.mode).c_str(), double(r.pinned) * bs / mib, double(r.room) * bs / mib,
+			      double(r.read_first) * bs / mb, r.later_per_pass(loop.passes) * bs / mb,
+			      double(r.read_ahead) * bs / mb / later, double(r.dropped) * bs / mb / later);
+		os << line;
+	}
+}
+
 int run(int argc, char **argv)
 {
 	const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -213,7 +294,17 @@ int run(int argc, char **argv)
 		("latency-svg", po::value<std::string>()->value_name("FILE"),
 		 "plot fetch latency against cache size, one line per bandwidth (Figure 5) to FILE; implies --latency")
 		("progress", po::value<std::string>()->default_value("auto")->value_name("WHEN"),
-		 "progress bar on stderr: auto (when stderr is a terminal), always, never");
+		 "progress bar on stderr: auto (when stderr is a terminal), always, never")
+		("enforce", po::value<std::string>()->implicit_value("stock,module,daemon")->value_name("MODES"),
+		 "instead of the policies: the disk reads per pass of an mmap engine whose trace this is, in a memory "
+		 "cgroup of --memcg-limit, with the kernel alone (stock) and with the planner's decisions as the "
+		 "module and the daemon enforce them (Documentation/replay.md, \"Enforced replay\")")
+		("memcg-limit", po::value<std::string>()->value_name("SIZE"), "--enforce: the engine's memory cgroup limit")
+		("engine-anon", po::value<std::string>()->value_name("SIZE"), "--enforce: the engine's anonymous memory")
+		("engine-code", po::value<std::string>()->default_value("0")->value_name("SIZE"),
+		 "--enforce: the code (binary, libraries) the engine keeps in memory")
+		("read-around", po::value<std::string>()->default_value("128KiB")->value_name("SIZE"),
+		 "--enforce: the kernel's read-around of a fault (the disk's read_ahead_kb)");
 	// clang-format on
 	po::options_description hidden;
 	hidden.add_options()("trace", po::value<std::vector<std::string>>())("format", po::value<std::string>());
@@ -252,7 +343,9 @@ int run(int argc, char **argv)
 			     "  llmreplay app.csv -p llm --latency --latency-svg fig5.svg\n"
 			     "      data-fetch latency at 100, 200, 500 and 1000 MB/s (Figure 5)\n"
 			     "  llmreplay strace.log --from strace -s 5%,10%,1000blocks --csv out.csv --json\n"
-			     "      results as CSV in out.csv and as JSON on stdout\n";
+			     "      results as CSV in out.csv and as JSON on stdout\n"
+			     "  llmreplay llama.trace --enforce --memcg-limit 646MiB --engine-anon 97MiB --engine-code 12MiB\n"
+			     "      the disk reads per token of that mmap engine at 646 MiB: stock, module, daemon\n";
 		return 0;
 	}
 	if (!vm.count("trace"))
@@ -334,6 +427,14 @@ int run(int argc, char **argv)
 		}
 	}
 
+	std::optional<Enforce> enforce;
+	if (vm.count("enforce"))
+		enforce = parse_enforce(vm);
+	else
+		for (const char *o : {"memcg-limit", "engine-anon"})
+			if (vm.count(o))
+				throw Usage(std::string("--") + o + " is an option of --enforce");
+
 	// Load.
 	Trace t;
 	std::string format_name;
@@ -362,6 +463,25 @@ int run(int argc, char **argv)
 	if (t.requests.empty()) {
 		std::cerr << "llmreplay: " << path << ": the trace has no block accesses; nothing to replay\n";
 		return exit_trace;
+	}
+
+	if (enforce) {
+		EnforceLoop loop;
+		std::vector<EnforceResult> results;
+		try {
+			loop = enforce_loop(t);
+			for (EnforceMode m : enforce->modes)
+				results.push_back(replay_enforced(loop, m, enforce->config));
+		} catch (const std::runtime_error &e) {
+			std::cerr << "llmreplay: " << path << ": " << e.what() << '\n';
+			return exit_trace;
+		}
+		if (!(vm.count("csv") && vm["csv"].as<std::string>() == "-"))
+			write_output("-", [&](std::ostream &os) { write_enforced(os, path, t, loop, *enforce, results, false); });
+		if (vm.count("csv"))
+			write_output(vm["csv"].as<std::string>(),
+				     [&](std::ostream &os) { write_enforced(os, path, t, loop, *enforce, results, true); });
+		return 0;
 	}
 
 	Report r;
