@@ -75,15 +75,15 @@ bool kprobes_on(std::initializer_list<std::string_view> functions)
 
 // A cgroup v2 directory's id and its depth below the root of the hierarchy (/sys/fs/cgroup, or
 // /sys/fs/cgroup/unified on hybrid systems).
-void cgroup_of(const std::string &path, uint64_t &id, uint32_t &level)
+void cgroup_of(const std::string &option, const std::string &path, uint64_t &id, uint32_t &level)
 {
 	struct stat st;
 	struct statfs sf;
 	char real[4096];
 	if (stat(path.c_str(), &st) || !S_ISDIR(st.st_mode) || statfs(path.c_str(), &sf) || sf.f_type != CGROUP2_MAGIC ||
 	    !realpath(path.c_str(), real))
-		throw FeedError("-c " + path + ": not a cgroup v2 directory (e.g. /sys/fs/cgroup/NAME, "
-					       "/sys/fs/cgroup/unified/NAME)", true);
+		throw FeedError(option + " " + path + ": not a cgroup v2 directory (e.g. /sys/fs/cgroup/NAME, "
+						     "/sys/fs/cgroup/unified/NAME)", true);
 	id = st.st_ino;
 	level = 0;
 	for (std::string dir = real; dir.size() > 1; level++) {
@@ -91,6 +91,31 @@ void cgroup_of(const std::string &path, uint64_t &id, uint32_t &level)
 		if (statfs(dir.c_str(), &sf) || sf.f_type != CGROUP2_MAGIC)
 			break;
 	}
+}
+
+// BPF as such: kernel BTF (the program is CO-RE) and the bpf() system call loading the simplest program.
+// Their absence is the one failure that means "BPF is not available here" (tests skip on it); any later
+// failure to load llmtrace's program is the program's (load_failure()). Needs root, checked before.
+void bpf_available()
+{
+	if (access("/sys/kernel/btf/vmlinux", R_OK))
+		throw FeedError("BPF is not available here: this kernel has no BTF (/sys/kernel/btf/vmlinux, "
+				"CONFIG_DEBUG_INFO_BTF), which llmtrace's CO-RE program needs", false);
+	const bpf_insn ret0[] = {
+		{BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, 0}, // r0 = 0
+		{BPF_JMP | BPF_EXIT, 0, 0, 0, 0},                  // exit
+	};
+	const int fd = bpf_prog_load(BPF_PROG_TYPE_SOCKET_FILTER, nullptr, "GPL", ret0, 2, nullptr);
+	if (fd >= 0) {
+		close(fd);
+		return;
+	}
+	const int e = errno;
+	if (e == EPERM || e == EACCES)
+		throw FeedError(std::string(need_root) + " (or the kernel forbids BPF: kernel.unprivileged_bpf_disabled, "
+							 "lockdown, a container)", false);
+	throw FeedError(std::string("BPF is not available here: the kernel cannot load a BPF program (") +
+				std::strerror(e) + "; CONFIG_BPF_SYSCALL)", false);
 }
 
 uint64_t file_key(uint32_t dev, uint64_t inode) { return (uint64_t(dev) << 44) ^ inode; }
@@ -164,14 +189,15 @@ Feed::Feed(const FeedOptions &o) : impl_(std::make_unique<Impl>())
 	impl_->feed = this;
 	if (o.hooks != "auto" && o.hooks != "filemap" && o.hooks != "syscalls")
 		throw FeedError("--hooks: '" + o.hooks + "' is not auto, filemap or syscalls", true);
-	if (o.ring_bytes < 4096 || (o.ring_bytes & (o.ring_bytes - 1)))
-		throw FeedError("the ring buffer size must be a power of two of at least 4 KiB", true);
+	if (o.ring_bytes < 4096 || o.ring_bytes > max_ring_bytes || (o.ring_bytes & (o.ring_bytes - 1)))
+		throw FeedError("--ring-size " + std::to_string(o.ring_bytes) + ": must be a power of two from 4KiB to 2GiB",
+				true);
 	if (o.join_blocks < 1 || o.join_blocks > 1U << 20)
 		throw FeedError("--join-blocks must be 1 to 1048576", true);
 	uint64_t cgroup_id = 0;
 	uint32_t cgroup_level = 0;
 	if (!o.cgroup.empty())
-		cgroup_of(o.cgroup, cgroup_id, cgroup_level);
+		cgroup_of(o.cgroup_option, o.cgroup, cgroup_id, cgroup_level);
 	for (const auto &p : o.path_prefixes)
 		impl_->prefixes.push_back(p.size() > 1 && p.back() == '/' ? p.substr(0, p.size() - 1) : p);
 	if (geteuid() != 0)
@@ -179,8 +205,22 @@ Feed::Feed(const FeedOptions &o) : impl_(std::make_unique<Impl>())
 	ensure_mounted("/sys/kernel/tracing", "tracefs", TRACEFS_MAGIC);
 	ensure_mounted("/sys/fs/bpf", "bpf", BPF_FS_MAGIC);
 
+	bpf_available();
+	// libbpf's warnings name the program or map that failed: kept for the message (load_failure()),
+	// printed as well with LLMTRACE_DEBUG=1 (the verifier's whole log).
+	static std::string libbpf_log;
+	libbpf_log.clear();
 	libbpf_set_print([](libbpf_print_level level, const char *f, va_list ap) {
-		return level == LIBBPF_WARN && getenv("LLMTRACE_DEBUG") ? std::vfprintf(stderr, f, ap) : 0;
+		if (level != LIBBPF_WARN)
+			return 0;
+		char line[512];
+		va_list copy;
+		va_copy(copy, ap);
+		std::vsnprintf(line, sizeof(line), f, copy);
+		va_end(copy);
+		if (libbpf_log.size() < 65536)
+			libbpf_log += line;
+		return getenv("LLMTRACE_DEBUG") ? std::vfprintf(stderr, f, ap) : 0;
 	});
 	llmtrace_bpf *skel = impl_->skel = llmtrace_bpf__open();
 	if (!skel)
@@ -240,9 +280,7 @@ Feed::Feed(const FeedOptions &o) : impl_(std::make_unique<Impl>())
 	if (err == -EPERM || err == -EACCES)
 		throw FeedError(need_root, false);
 	if (err)
-		throw FeedError(std::string("failed to load the BPF program: ") + std::strerror(-err) +
-					" (is BPF enabled in this kernel, with BTF at /sys/kernel/btf/vmlinux? LLMTRACE_DEBUG=1 "
-					"shows the loader's log)", false);
+		throw FeedError(load_failure(err, libbpf_log, o.ring_bytes), false);
 	if (o.pid)
 		follow(o.pid);
 	impl_->rb = ring_buffer__new(bpf_map__fd(skel->maps.events), Impl::callback, impl_.get(), nullptr);

@@ -20,6 +20,7 @@ namespace llmtrace {
 struct FeedOptions {
 	uint32_t pid = 0;                       // follow this process and its children; 0: every process
 	std::string cgroup;                     // follow a cgroup v2 directory and its descendants
+	std::string cgroup_option = "--cgroup"; // how the user named it, for the message when it is no cgroup
 	uint64_t min_size = 0;                  // ignore smaller files
 	std::vector<std::string> path_prefixes; // only files under these (whole components)
 	uint64_t ring_bytes = 16 << 20;         // power of two, at least 4 KiB

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "names.hpp"
 
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -17,9 +18,43 @@ uint32_t encode_dev(uint32_t major, uint32_t minor)
 uint64_t parse_ring_size(const std::string &text)
 {
 	uint64_t n = llmcache::units::parse_bytes(text);
-	if (n < 4096 || (n & (n - 1)))
-		throw std::invalid_argument("'" + text + "' is not a power of two of at least 4KiB (e.g. 4KiB, 16MiB)");
+	if (n < 4096 || n > max_ring_bytes || (n & (n - 1)))
+		throw std::invalid_argument("'" + text + "' is not a power of two from 4KiB to 2GiB (e.g. 4KiB, 16MiB)");
 	return n;
+}
+
+uint32_t parse_pid(const std::string &text)
+{
+	uint64_t v = 0;
+	bool ok = !text.empty() && text.size() <= 7;
+	for (char c : text)
+		if (c < '0' || c > '9')
+			ok = false;
+		else
+			v = v * 10 + uint64_t(c - '0');
+	if (!ok || v < 1 || v > 4194304)
+		throw std::invalid_argument("'" + text + "' is not a process id (a whole number from 1 to 4194304)");
+	return uint32_t(v);
+}
+
+std::string load_failure(int err, const std::string &log, uint64_t ring_bytes)
+{
+	const std::string why = std::strerror(err < 0 ? -err : err);
+	// libbpf names what failed: "libbpf: map 'events': failed to create: ..." or "libbpf: prog 'x': BPF
+	// program load failed: ...", "libbpf: prog 'x': failed to attach: ...".
+	std::string what;
+	std::istringstream in(log);
+	for (std::string line; what.empty() && std::getline(in, line);)
+		if ((line.find("map '") != line.npos || line.find("prog '") != line.npos) && line.find("fail") != line.npos)
+			what = line.rfind("libbpf: ", 0) == 0 ? line.substr(8) : line;
+	while (!what.empty() && (what.back() == '\n' || what.back() == ' '))
+		what.pop_back();
+	if (what.find("map 'events'") != what.npos)
+		return "failed to create the BPF ring buffer of " + llmcache::units::format_bytes(ring_bytes) + ": " + why +
+		       ": lower --ring-size";
+	return "failed to load the BPF program: the kernel refused it: " + why + (what.empty() ? "" : " (" + what + ")") +
+	       ". BPF itself works here, so this is a bug of this llmtrace with this kernel: please report it with "
+	       "the verifier's log (LLMTRACE_DEBUG=1 prints it)";
 }
 
 namespace {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Naming the files the BPF program reports: it sends the dentry names from a file up to the root of its
-// file system; the mount table (/proc/self/mountinfo) says where that file system is mounted. Pure
-// parsing helpers, so that unit tests can call them.
+// file system; the mount table (/proc/self/mountinfo) says where that file system is mounted. Also the
+// feed's options (ring size, process ids) and what to say when the kernel refuses the program. Pure
+// helpers, so that unit tests can call them.
 #pragma once
 
 #include <cstdint>
@@ -14,9 +15,22 @@ namespace llmtrace {
 // Userspace st_dev encoding of a device number (the kernel's new_encode_dev), as the trace stores it.
 uint32_t encode_dev(uint32_t major, uint32_t minor);
 
-// "4KiB", "16MiB": a power of two of at least 4096 bytes (a BPF ring buffer's size). Throws
+// The largest BPF ring buffer: its map's max_entries is 32 bits, so 2 GiB is the largest power of two.
+constexpr uint64_t max_ring_bytes = uint64_t(1) << 31;
+
+// "4KiB", "16MiB": a power of two from 4096 bytes to max_ring_bytes (a BPF ring buffer's size). Throws
 // std::invalid_argument with the reason otherwise.
 uint64_t parse_ring_size(const std::string &text);
+
+// A process id as the user wrote it: decimal digits only, 1 to 4194304 (PID_MAX_LIMIT). Throws
+// std::invalid_argument otherwise ("-5" is not read as 4294967291).
+uint32_t parse_pid(const std::string &text);
+
+// What to tell the user when libbpf could not load or attach the feed's object, whose hooks this kernel
+// has: err is libbpf's -errno, log what libbpf warned meanwhile. The ring buffer map that could not be
+// created is named with --ring-size; anything else is the kernel refusing a program (the verifier), a
+// bug to report, never "BPF is missing" (which Feed says before it loads: see feed.cpp).
+std::string load_failure(int err, const std::string &log, uint64_t ring_bytes);
 
 struct Mount {
 	uint32_t dev = 0;       // encode_dev()

@@ -5,6 +5,8 @@
 #include "pagecache/memlock.hpp"
 #include "util/units.hpp"
 
+#include "names.hpp"
+
 #ifdef LLMCACHED_WITH_BPF
 #include "feed.hpp"
 #endif
@@ -32,7 +34,7 @@ void add_bpf_mode_options(po::options_description &d, BpfModeConfig &c)
 {
 	d.add_options()
 		("manage", po::value(&c.manage)->composing(), "bpf mode: a file to manage (repeatable)")
-		("pid", po::value(&c.pids)->composing(), "bpf mode: manage every file >= min-size this process and its children read (repeatable)")
+		("pid", po::value(&c.pid_args)->composing(), "bpf mode: manage every file >= min-size this process and its children read (repeatable)")
 		("cgroup", po::value(&c.cgroup), "bpf mode: the same for a cgroup v2 directory and its descendants")
 		("min-size", po::value(&c.min_size)->default_value(c.min_size), "bpf mode: smallest file managed automatically")
 		("pin-budget", po::value(&c.pin_budget)->default_value(c.pin_budget), "bpf mode: most memory pinned (mlock) for loops")
@@ -44,6 +46,40 @@ void add_bpf_mode_options(po::options_description &d, BpfModeConfig &c)
 		("no-prefetch", po::bool_switch(&c.no_prefetch), "bpf mode: do not read mmap engines' unpinned loop blocks ahead of them")
 		("ring-size", po::value(&c.ring)->default_value(c.ring), "bpf mode: BPF ring buffer, a power of two")
 		("hooks", po::value(&c.hooks)->default_value(c.hooks), "bpf mode: auto, filemap or syscalls");
+}
+
+void check_bpf_mode_options(BpfModeConfig &c)
+{
+	auto bad = [](const char *opt, const std::string &text, const std::string &why) {
+		return po::error(std::string("--") + opt + " " + text + ": " + why);
+	};
+	auto parsed = [&](const char *opt, const std::string &text, auto parse) {
+		try {
+			return parse(text);
+		} catch (const std::exception &e) {
+			throw bad(opt, text, e.what());
+		}
+	};
+	parsed("pin-budget", c.pin_budget, units::parse_bytes);
+	parsed("hot-reserve", c.hot_reserve, units::parse_bytes);
+	parsed("memcg-headroom", c.memcg_headroom, units::parse_bytes);
+	parsed("min-size", c.min_size, units::parse_bytes);
+	parsed("scan-idle", c.scan_idle, units::parse_duration_ns);
+	parsed("ring-size", c.ring, llmtrace::parse_ring_size);
+	const uint64_t bw_blocks = parsed("bw", c.bw, units::parse_bandwidth) / 4096;
+	if (!bw_blocks)
+		throw bad("bw", c.bw, "must be at least one 4 KiB block per second");
+	const uint64_t t_ns = parsed("t", c.t, units::parse_duration_ns);
+	// The sizing rule computes BW*T as blocks/s x ns in 64 bits (as llmcachectl size checks it).
+	if ((unsigned __int128)bw_blocks * t_ns + 1'000'000'000u > UINT64_MAX)
+		throw po::error("--bw " + c.bw + " x --t " + c.t + " is beyond what the sizing rule computes exactly (BW in "
+				"4 KiB blocks/s times T in ns must stay below 2^64, e.g. 1.8e9 blocks/s at T = 10 s): lower "
+				"--bw or --t");
+	if (c.hooks != "auto" && c.hooks != "filemap" && c.hooks != "syscalls")
+		throw bad("hooks", c.hooks, "use auto, filemap or syscalls");
+	c.pids.clear();
+	for (const std::string &p : c.pid_args)
+		c.pids.push_back(parsed("pid", p, llmtrace::parse_pid));
 }
 
 static uint64_t now_ns()

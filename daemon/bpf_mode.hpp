@@ -20,6 +20,7 @@ namespace llmcached {
 
 struct BpfModeConfig {
 	std::vector<std::string> manage;
+	std::vector<std::string> pid_args; // --pid as given; check_bpf_mode_options() fills pids
 	std::vector<uint32_t> pids;
 	std::string cgroup, pin_budget = "256MiB", hot_reserve = "4MiB", bw = "100MB/s", t = "100ms",
 			    min_size = "1MiB", scan_idle = "1s", memcg_headroom = "16MiB", ring = "4MiB", hooks = "auto";
@@ -28,6 +29,9 @@ struct BpfModeConfig {
 
 // The options of this mode (they take effect with --mode=bpf).
 void add_bpf_mode_options(boost::program_options::options_description &d, BpfModeConfig &c);
+// Checks every option of this mode against its range, before anything starts, and fills c.pids.
+// Throws boost::program_options::error naming the option, its value and what it may be.
+void check_bpf_mode_options(BpfModeConfig &c);
 
 class BpfMode {
 public:

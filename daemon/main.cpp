@@ -189,6 +189,8 @@ int main(int argc, char **argv)
 		o.estimator = estimator == "quest" ? csd::Estimator::QuestBounds : csd::Estimator::Exact;
 		if (mode != "kv" && mode != "bpf")
 			throw po::error("--mode " + mode + ": use kv or bpf");
+		if (mode == "bpf")
+			llmcached::check_bpf_mode_options(bpf_cfg);
 	} catch (const std::exception &e) {
 		std::fprintf(stderr, "llmcached: %s (see llmcached --help)\n", e.what());
 		return 2;

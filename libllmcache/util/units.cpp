@@ -26,6 +26,12 @@ constexpr Suffix time_suffixes[] = {
 	{"", 1e9}, {"s", 1e9}, {"ms", 1e6}, {"us", 1e3}, {"ns", 1},
 };
 
+// Examples of a well-written value, for messages.
+std::string example(std::string_view what)
+{
+	return what == "duration" ? "100ms, 1.5s" : what == "bandwidth" ? "100MB/s, 1.5GiB/s" : "64MiB, 1.5GB";
+}
+
 // Split "1.5GiB" into 1.5 and "GiB"; throws with `what` when there is no number. Only plain decimals
 // (digits with an optional fraction) are numbers: strtod would also take "1e3", "0x100", "inf" and
 // "nan", and "-s 1e3" then meant 1000 bytes where "-s 1000" meant 1000 blocks.
@@ -42,7 +48,7 @@ double split_number(std::string_view text, std::string_view &suffix, const char 
 			i++, digits++;
 	if (digits == 0)
 		throw std::invalid_argument("'" + std::string(text) + "' is not a " + what +
-					    ": expected a number >= 0 in plain decimal (e.g. 64MiB, 1.5GB)");
+					    ": expected a number >= 0 in plain decimal (e.g. " + example(what) + ")");
 	double v = std::strtod(std::string(t.substr(0, i)).c_str(), nullptr);
 	suffix = t.substr(i);
 	while (!suffix.empty() && suffix.front() == ' ')
@@ -51,7 +57,7 @@ double split_number(std::string_view text, std::string_view &suffix, const char 
 	    suffix.size() > 1 && (std::isdigit(static_cast<unsigned char>(suffix[1])) || suffix[1] == '+' || suffix[1] == '-' ||
 				  std::isxdigit(static_cast<unsigned char>(suffix[1]))))
 		throw std::invalid_argument("'" + std::string(text) + "' is not a " + what +
-					    ": write it in plain decimal, without an exponent or hex (e.g. 64MiB, 1.5GB)");
+					    ": write it in plain decimal, without an exponent or hex (e.g. " + example(what) + ")");
 	return v;
 }
 

@@ -3,8 +3,9 @@
 # llmcached's start-up checks, the class "accepted at start-up, fails later (or silently)": every
 # option out of its range is refused before serving with a message that names the option and its range;
 # a KV device that cannot take the spills (a directory, not writable, immutable) is refused at start-up;
-# --socket never removes a file that is not a socket; --mode=bpf refuses a --pid that names no process
-# and a --cgroup that is no cgroup, by llmcached's own option names.
+# --socket never removes a file that is not a socket; --mode=bpf checks its own options by name and range
+# and refuses a --pid that names no process and a --cgroup that is no cgroup, by llmcached's own option
+# names.
 set -euo pipefail
 bin=${LLMCACHE_BIN:?}
 work=$(mktemp -d /var/tmp/llmcached-options-XXXXXX)
@@ -81,9 +82,19 @@ for _ in $(seq 100); do grep -q serving "$work/log" && break; sleep 0.05; done
 kill $pid; wait $pid || fail "llmcached did not stop cleanly: $(cat "$work/log")"
 grep -q "holds 2 session regions of 8.0 MiB: at most 2 sessions at once" "$work/log" || fail "regions note: $(cat "$work/log")"
 
-# --mode=bpf targets.
+# --mode=bpf: its options by name and range (exit 2; they were "bad option: '1EiB' ...", accepted --bw 0
+# and a BW*T that wraps, and said "is BPF enabled?" for a ring of 1 TiB), and its targets.
+truncate -s 1M "$work/model.bin"
+bpf=(--mode=bpf --manage "$work/model.bin")
+refused 2 "--pin-budget 1EiB: '1EiB' has an unknown unit" "${bpf[@]}" --pin-budget 1EiB
+refused 2 "--memcg-headroom x: 'x' is not a size" "${bpf[@]}" --memcg-headroom x
+refused 2 "--ring-size 1TiB: '1TiB' is not a power of two from 4KiB to 2GiB" "${bpf[@]}" --ring-size 1TiB
+refused 2 "--bw 0: must be at least one 4 KiB block per second" "${bpf[@]}" --bw 0
+refused 2 "--bw 1TB/s x --t 76s is beyond what the sizing rule computes exactly" "${bpf[@]}" --bw 1TB/s --t 76s
+refused 2 "--scan-idle 1h: '1h' has an unknown unit" "${bpf[@]}" --scan-idle 1h
+refused 2 "--hooks bogus: use auto, filemap or syscalls" "${bpf[@]}" --hooks bogus
+refused 2 "--pid -5: '-5' is not a process id (a whole number from 1 to 4194304)" --mode=bpf --pid -5
 refused 1 "--pid 999999: no such process" --mode=bpf --pid 999999
-refused 1 "--pid 4294967291: no such process" --mode=bpf --pid -5
 refused 1 "--cgroup $work: not a cgroup v2 directory" --mode=bpf --cgroup "$work"
 
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }

@@ -11,6 +11,7 @@
 #   text says that its mmap faults are unseen instead of dropping them silently.
 # - output errors: stat, replay and convert to /dev/full exit non-zero.
 # - --version, --from on both tools, exit status 2 for an unknown format, progress on stderr.
+# - llmtrace record's ring size, -p and --cgroup refused by their names, before anything loads.
 set -euo pipefail
 BIN=${LLMCACHE_BIN:?LLMCACHE_BIN is not set}
 T=$BIN/llmtrace R=$BIN/llmreplay W=$BIN/llmworkload
@@ -129,6 +130,15 @@ if [ -w /dev/null ]; then
 	"$T" convert "$tmp/flagged.trace" /dev/null --to native 2>/dev/null
 	check "convert to /dev/null keeps the device" test -c /dev/null
 fi
+
+# llmtrace record's options, refused before anything loads (no privileges needed), each by the name the
+# user gave it: a ring of 1 TiB was "failed to load the BPF program ... is BPF enabled?", -p -5 became
+# pid 4294967291, --cgroup was named -c.
+expect 2 "--ring-size: '1TiB' is not a power of two from 4KiB to 2GiB" "$T" record -o "$tmp/r.trace" --ring-size 1TiB -- true
+expect 2 "-p: '-5' is not a process id" "$T" record -o "$tmp/r.trace" -p -5
+expect 2 "--cgroup $tmp: not a cgroup v2 directory" "$T" record -o "$tmp/r.trace" --cgroup "$tmp"
+expect 2 "-c $tmp: not a cgroup v2 directory" "$T" record -o "$tmp/r.trace" -c "$tmp"
+check "record: nothing written for refused options" test ! -e "$tmp/r.trace"
 
 # --version and one name for the input format.
 for t in "$T" "$R" "$W"; do

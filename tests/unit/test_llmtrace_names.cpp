@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// llmtrace's pure helpers: device encoding, ring sizes, mountinfo parsing and the path of a file from
-// the dentry names the BPF program sends plus the mount table.
+// llmtrace's pure helpers: device encoding, ring sizes, process ids, the message for a program the
+// kernel refuses, mountinfo parsing and the path of a file from the dentry names the BPF program sends
+// plus the mount table.
 #include "cmocka_cpp.hpp"
 
 #include "../../bpf/names.cpp"
@@ -18,7 +19,10 @@ static void parse_ring_size__powers_of_two__accepted_others_rejected(void **)
 {
 	assert_int_equal(parse_ring_size("4KiB"), 4096);
 	assert_int_equal(parse_ring_size("16MiB"), 16 << 20);
-	for (const char *bad : {"5000", "2KiB", "0", "3MiB"}) {
+	assert_true(parse_ring_size("2GiB") == uint64_t(1) << 31);
+	// 4 GiB and more do not fit the ring map's 32-bit size: the kernel said EINVAL, shown as "is BPF
+	// enabled?" (issue 19, item 17).
+	for (const char *bad : {"5000", "2KiB", "0", "3MiB", "4GiB", "1TiB"}) {
 		bool threw = false;
 		try {
 			parse_ring_size(bad);
@@ -27,6 +31,40 @@ static void parse_ring_size__powers_of_two__accepted_others_rejected(void **)
 		}
 		assert_true(threw);
 	}
+}
+
+static void parse_pid__negative_zero_and_huge__rejected_by_what_was_written(void **)
+{
+	assert_int_equal(parse_pid("1"), 1);
+	assert_int_equal(parse_pid("4194304"), 4194304);
+	for (const char *bad : {"-5", "0", "4194305", "99999999999", "abc", "", "+5", "5 ", "0x10"}) {
+		std::string msg;
+		try {
+			parse_pid(bad);
+		} catch (const std::invalid_argument &e) {
+			msg = e.what();
+		}
+		// -5 was read as 4294967291 (issue 19, item 17): the message quotes what was written.
+		assert_true(msg.find("'" + std::string(bad) + "' is not a process id") != std::string::npos);
+	}
+}
+
+// A failure to load the program, with BPF available, is never said as "BPF is missing": the tests skip
+// on that, so a program the verifier rejects passed as a skip (issue 19, item 22).
+static void load_failure__verifier_and_ring__named_not_blamed_on_bpf(void **)
+{
+	const std::string verifier = "libbpf: prog 'handle_read': BPF program load failed: Permission denied\n"
+				     "libbpf: prog 'handle_read': -- BEGIN PROG LOAD LOG --\nR1 invalid mem access\n";
+	std::string m = load_failure(-13, verifier, 16 << 20);
+	assert_true(m.find("the kernel refused it") != std::string::npos);
+	assert_true(m.find("prog 'handle_read': BPF program load failed") != std::string::npos);
+	assert_true(m.find("report it") != std::string::npos);
+	assert_true(m.find("not available") == std::string::npos && m.find("is BPF enabled") == std::string::npos);
+	m = load_failure(-12, "libbpf: map 'events': failed to create: Cannot allocate memory(-12)\n", uint64_t(1) << 31);
+	assert_true(m.find("failed to create the BPF ring buffer of 2.0 GiB: Cannot allocate memory: lower --ring-size") !=
+		    std::string::npos);
+	m = load_failure(-22, "", 4096); // nothing said: still the program's failure, with the errno
+	assert_true(m.find("the kernel refused it: Invalid argument") != std::string::npos);
 }
 
 static void parse_mountinfo_line__escaped_mount_point__decoded(void **)
@@ -74,6 +112,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(encode_dev__small_and_large_minor__new_encode_dev),
 		cmocka_unit_test(parse_ring_size__powers_of_two__accepted_others_rejected),
+		cmocka_unit_test(parse_pid__negative_zero_and_huge__rejected_by_what_was_written),
+		cmocka_unit_test(load_failure__verifier_and_ring__named_not_blamed_on_bpf),
 		cmocka_unit_test(parse_mountinfo_line__escaped_mount_point__decoded),
 		cmocka_unit_test(mount_table_resolve__root_bind_and_unknown__absolute_paths),
 		cmocka_unit_test(join_reversed__leaf_first__root_first_path),

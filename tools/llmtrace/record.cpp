@@ -92,11 +92,11 @@ int cmd_record(int argc, char **argv)
 
 	uint32_t pid = 0, join_blocks = llmtrace::FeedOptions().join_blocks;
 	std::vector<std::string> prefixes;
-	std::string cgroup, out, format = "native", min_size = "0", ring_size = "16MiB", hooks = "auto";
+	std::string pid_text, cgroup, out, format = "native", min_size = "0", ring_size = "16MiB", hooks = "auto";
 	po::options_description opts("Options");
 	opts.add_options()
 		("help,h", "show this help")
-		("pid,p", po::value(&pid), "follow this process and its children (those it has and those it starts)")
+		("pid,p", po::value(&pid_text), "follow this process and its children (those it has and those it starts)")
 		("cgroup,c", po::value(&cgroup), "follow the processes in this cgroup v2 directory and its children")
 		("output,o", po::value(&out), "write the trace here (\"-\": stdout)")
 		("format", po::value(&format)->default_value(format), "native, csv, oracleGeneral or strace (text)")
@@ -138,21 +138,32 @@ int cmd_record(int argc, char **argv)
 		return usage_error("--hooks: '" + hooks + "' is not auto, filemap or syscalls");
 	trace::Format fmt;
 	llmtrace::FeedOptions fo;
-	fo.pid = pid;
 	fo.cgroup = cgroup;
+	for (int i = 1; i < own; i++) // name the cgroup as the user did in messages
+		if (!std::strncmp(argv[i], "--cgroup", 8) || !std::strncmp(argv[i], "-c", 2))
+			fo.cgroup_option = argv[i][1] == '-' ? "--cgroup" : "-c";
 	fo.path_prefixes = prefixes;
 	fo.hooks = hooks;
 	fo.writes = vm.count("writes");
 	fo.join_blocks = join_blocks;
-	try {
-		fmt = trace::parse_format(format);
-		fo.min_size = units::parse_bytes(min_size);
-		fo.ring_bytes = llmtrace::parse_ring_size(ring_size);
-	} catch (const std::exception &e) {
-		return usage_error(e.what());
-	}
-	if (vm.count("pid") && (!pid || !alive(pid)))
-		return usage_error("-p " + std::to_string(pid) + ": no such process");
+	// Each value with the option it came from.
+	auto option = [&](const char *name, auto parse) {
+		try {
+			parse();
+			return true;
+		} catch (const std::exception &e) {
+			usage_error(std::string(name) + ": " + e.what());
+			return false;
+		}
+	};
+	if (!option("--format", [&] { fmt = trace::parse_format(format); }) ||
+	    !option("--min-size", [&] { fo.min_size = units::parse_bytes(min_size); }) ||
+	    !option("--ring-size", [&] { fo.ring_bytes = llmtrace::parse_ring_size(ring_size); }) ||
+	    (vm.count("pid") && !option("-p", [&] { pid = llmtrace::parse_pid(pid_text); })))
+		return 2;
+	if (vm.count("pid") && !alive(pid))
+		return usage_error("-p " + pid_text + ": no such process");
+	fo.pid = pid;
 
 	// Start CMD stopped right after its exec (or, without ptrace, before it on a pipe).
 	int go[2] = {-1, -1}, status_pipe[2] = {-1, -1};
