@@ -6,7 +6,7 @@ RESULTS ?= results
 JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 
-.PHONY: all deps demo check bench bench-engine install clean kmod vm-check vm-bench
+.PHONY: all deps demo check bench bench-engine install deb clean kmod vm-check vm-bench
 
 # make (all) installs nothing and needs no root: it names the packages the build lacks. The targets
 # that run things (demo, check, bench, vm-*) install what they need first (deps).
@@ -54,6 +54,11 @@ vm-bench: deps
 
 install: all
 	@cmake --install $(BUILD) --prefix $(PREFIX)
+
+# The Debian packages (debian/), binary only, into $(BUILD)/deb/ (Documentation/packaging.md).
+deb:
+	@scripts/install-deps.sh build bpf kv packaging
+	@scripts/build-deb.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(RESULTS)
