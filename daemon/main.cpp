@@ -82,6 +82,18 @@ void check(bool ok, const char *opt, const std::string &text, const std::string 
 
 void say(const std::string &msg) { std::fprintf(stderr, "llmcached: %s\n", msg.c_str()); }
 
+// 0 when --help or --version reached stdout, else 1 with a message (> /dev/full). errno is 0 from
+// before the text was written: a write that failed on the way left its cause there.
+int stdout_written()
+{
+	const bool flushed = std::fflush(stdout) == 0; // std::cout writes through stdout's buffer
+	const int e = errno;
+	if (flushed && std::cout && !std::ferror(stdout))
+		return 0;
+	say(std::string("cannot write to stdout: ") + strerror(e ? e : EIO));
+	return 1;
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -114,6 +126,7 @@ int main(int argc, char **argv)
 	po::options_description d("Options (a config file takes the same names, without dashes: name = value)");
 	d.add_options()
 		("help,h", "show this help")
+		("version", "print the version")
 		("mode", po::value(&mode)->default_value(mode), "kv: the KV service; bpf: the KV service and the page-cache policy in userspace (BPF feed, mlock pins)")
 		("config", po::value(&config)->default_value(config), "config file; read if it exists (must exist when given)")
 		("socket", po::value(&cfg.socket_path)->default_value(cfg.socket_path), "Unix socket for clients and llmcachectl")
@@ -139,6 +152,7 @@ int main(int argc, char **argv)
 	try {
 		po::store(po::command_line_parser(argc, argv).options(d).positional({}).run(), vm);
 		if (vm.count("help")) {
+			errno = 0;
 			std::cout << "Usage: llmcached [options]\n\n" << d
 				  << "\nEXAMPLES\n"
 				     "  llmcached --kv-device /dev/nvme1n1 --kv-backend xrt --kv-xclbin /usr/lib/llmcache/score.xclbin\n"
@@ -146,7 +160,12 @@ int main(int argc, char **argv)
 				     "  llmcached --mode=bpf --manage /models/llama.gguf --pin-budget 512MiB --bw 1GB/s\n"
 				     "  llmcached --mode=bpf --pid $(pidof llama-cli) --min-size 64MiB\n"
 				     "  systemctl start llmcached      (reads /etc/llmcache/llmcached.conf)\n";
-			return 0;
+			return stdout_written();
+		}
+		if (vm.count("version")) {
+			errno = 0;
+			std::cout << "llmcached " LLMCACHE_VERSION "\n";
+			return stdout_written();
 		}
 		const bool given = !vm["config"].defaulted();
 		config = vm["config"].as<std::string>();

@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: MIT
 #include "subcommands.hpp"
 
+#ifndef LLMCACHE_VERSION
+#error "LLMCACHE_VERSION is not set: build with the top-level CMakeLists.txt"
+#endif
+
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -15,6 +20,18 @@ void usage(FILE *out, const char *tool, std::span<const Subcommand> commands, co
 	std::fprintf(out, "\nRun `%s COMMAND --help` for a command's options.\n\nEXAMPLES\n%s", tool, examples);
 }
 
+// rc, or 1 with a message when what was printed on stdout did not all reach it (a command that failed
+// has said why already).
+int written(const char *tool, int rc)
+{
+	errno = 0;
+	if (std::fflush(stdout) == 0 && !std::ferror(stdout))
+		return rc;
+	if (rc == 0)
+		std::fprintf(stderr, "%s: cannot write the output: %s\n", tool, errno ? std::strerror(errno) : "write error");
+	return rc ? rc : 1;
+}
+
 } // namespace
 
 int dispatch(const char *tool, std::span<const Subcommand> commands, const char *examples, int argc, char **argv)
@@ -25,11 +42,15 @@ int dispatch(const char *tool, std::span<const Subcommand> commands, const char 
 	}
 	if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
 		usage(stdout, tool, commands, examples);
-		return 0;
+		return written(tool, 0);
+	}
+	if (!std::strcmp(argv[1], "--version")) {
+		std::printf("%s %s\n", tool, LLMCACHE_VERSION);
+		return written(tool, 0);
 	}
 	for (const auto &c : commands)
 		if (!std::strcmp(argv[1], c.name))
-			return c.run(argc - 1, argv + 1);
+			return written(tool, c.run(argc - 1, argv + 1));
 	std::fprintf(stderr, "%s: unknown command '%s' (see %s --help)\n", tool, argv[1], tool);
 	return 2;
 }

@@ -10,7 +10,9 @@
 #   old output as it was and no temporary file; csv and strace text keep the trace's flags, and strace
 #   text says that its mmap faults are unseen instead of dropping them silently.
 # - output errors: stat, replay and convert to /dev/full exit non-zero.
-# - --version, --from on both tools, exit status 2 for an unknown format, progress on stderr.
+# - --version on every tool (llmcachectl and llmcached too), --help and --version to /dev/full exit 1,
+#   set-file's help shows set-file; --from on both tools, exit status 2 for an unknown format, progress
+#   on stderr.
 # - llmtrace record's ring size, -p and --cgroup refused by their names, before anything loads.
 set -euo pipefail
 BIN=${LLMCACHE_BIN:?LLMCACHE_BIN is not set}
@@ -140,10 +142,21 @@ expect 2 "--cgroup $tmp: not a cgroup v2 directory" "$T" record -o "$tmp/r.trace
 expect 2 "-c $tmp: not a cgroup v2 directory" "$T" record -o "$tmp/r.trace" -c "$tmp"
 check "record: nothing written for refused options" test ! -e "$tmp/r.trace"
 
-# --version and one name for the input format.
-for t in "$T" "$R" "$W"; do
-	check "$(basename "$t") --version" grep -qE '^[a-z]+ [0-9]+\.[0-9]+' <<<"$("$t" --version)"
+# --version on every tool, and one name for the input format.
+for t in "$T" "$R" "$W" "$BIN/llmcachectl" "$BIN/llmcached"; do
+	check "$(basename "$t") --version" grep -qE "^$(basename "$t") [0-9]+\.[0-9]+" <<<"$("$t" --version)"
 done
+# --help and --version lost on a full stdout are errors too (they exited 0).
+out=/dev/full
+for t in "$T" "$W" "$BIN/llmcachectl" "$BIN/llmcached"; do
+	expect 1 "No space left" "$t" --help
+	expect 1 "No space left" "$t" --version
+done
+expect 1 "No space left" "$T" stat --help
+out=/dev/null
+# set-file's help showed `register --no-pin` as its example.
+check "llmcachectl set-file --help: its own examples" \
+	test "$("$BIN/llmcachectl" set-file --help | grep -c 'llmcachectl register')" = 0
 check "llmreplay --from" "$R" "$tmp/flagged.trace" --from native -p lru -s 50% --json >/dev/null
 check "llmreplay -f" "$R" "$tmp/flagged.trace" -f native -p lru -s 50% --json >/dev/null
 check "llmtrace stat -f" "$T" stat -f native "$tmp/flagged.trace" >/dev/null

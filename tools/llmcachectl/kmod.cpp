@@ -273,8 +273,11 @@ int registration(const std::string &cmd, const std::vector<std::string> &args)
 		if (takes_opts)
 			std::cout << d;
 		std::printf("\nEXAMPLES\n  llmcachectl %s model/weights.bin model/tokenizer.bin\n%s", cmd.c_str(),
-			    takes_opts ? "  llmcachectl register --no-pin model/scratch.bin\n"
-					 "  llmcachectl set-file --pin-limit 256MiB model/weights.bin\n" : "");
+			    reg        ? "  llmcachectl register --no-pin model/scratch.bin\n"
+					 "  llmcachectl register --pin-limit 256MiB model/weights.bin\n"
+			    : opts_cmd ? "  llmcachectl set-file --no-pin model/scratch.bin\n"
+					 "  llmcachectl set-file --pin-limit 256MiB model/weights.bin\n"
+				       : "");
 		return help ? 0 : 2;
 	}
 	llmcache_ioc_file_opts opts{};

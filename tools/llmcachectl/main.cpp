@@ -1,11 +1,9 @@
 // SPDX-License-Identifier: MIT
 // llmcachectl: llmcache's control tool. Each subcommand lives in its own file. Whatever a subcommand
-// printed must have reached stdout: a write error (a full disk, > /dev/full) fails the command.
+// printed must have reached stdout: a write error (a full disk, > /dev/full) fails the command
+// (llmcache::cli::dispatch checks it, and answers --version).
 #include "util/subcommands.hpp"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 
 int cmd_size(int argc, char **argv);       // size.cpp
 int cmd_register(int argc, char **argv);   // kmod.cpp
@@ -36,11 +34,5 @@ int main(int argc, char **argv)
 				       "  llmcachectl status --json\n"
 				       "  llmcachectl kv status --json\n",
 				       argc, argv);
-	errno = 0;
-	if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-		std::fprintf(stderr, "llmcachectl: cannot write the output: %s\n",
-			     errno ? std::strerror(errno) : "write error");
-		return r ? r : 1;
-	}
-	return r;
+	return r; // dispatch() has checked that stdout took what was printed
 }

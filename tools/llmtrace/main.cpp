@@ -1,11 +1,8 @@
 // SPDX-License-Identifier: MIT
 // llmtrace: record the file blocks an application reads with BPF, summarise and convert traces.
-// Each subcommand lives in its own file.
-#include <cstdio>
-#include <cstring>
-
+// Each subcommand lives in its own file; llmcache::cli::dispatch answers --help and --version and
+// checks that stdout took what was printed.
 #include "util/subcommands.hpp"
-#include "version.hpp"
 
 int cmd_record(int argc, char **argv);  // record.cpp
 int cmd_stat(int argc, char **argv);    // stat.cpp
@@ -13,10 +10,6 @@ int cmd_convert(int argc, char **argv); // convert.cpp
 
 int main(int argc, char **argv)
 {
-	if (argc == 2 && std::strcmp(argv[1], "--version") == 0) {
-		std::printf("llmtrace %s\n", LLMCACHE_TOOLS_VERSION);
-		return std::fflush(stdout) == 0 && !std::ferror(stdout) ? 0 : 1;
-	}
 	static const llmcache::cli::Subcommand commands[] = {
 		{"record", "record the blocks that a process, a cgroup or a command reads (needs root)", cmd_record},
 		{"stat", "summarise a trace: files, footprint, the classes the policy core finds, loops", cmd_stat},

@@ -340,7 +340,7 @@ int main(int argc, char **argv)
 	std::vector<std::string> args(argv + 1, argv + argc);
 	if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
 		std::fputs(usage, args.empty() ? stderr : stdout);
-		return args.empty() ? 2 : 0;
+		return args.empty() ? 2 : stdout_written("--help");
 	}
 	if (args[0] == "--version") {
 		std::printf("llmworkload %s\n", LLMCACHE_TOOLS_VERSION);
