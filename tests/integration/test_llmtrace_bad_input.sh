@@ -8,7 +8,8 @@
 #   or line, within seconds.
 # - convert: an output that is the input is refused and the input kept; a convert that fails leaves the
 #   old output as it was and no temporary file; csv and strace text keep the trace's flags, and strace
-#   text says that its mmap faults are unseen instead of dropping them silently.
+#   text says that its mmap faults are unseen instead of dropping them silently; oracleGeneral says which
+#   flags, ops and names it cannot keep.
 # - output errors: stat, replay and convert to /dev/full exit non-zero.
 # - --version on every tool (llmcachectl and llmcached too), --help and --version to /dev/full exit 1,
 #   set-file's help shows set-file; --from on both tools, exit status 2 for an unknown format, progress
@@ -112,6 +113,10 @@ check "to strace: the mmap faults are named in a note" grep -q "50 mmap-fault re
 check "strace -> native: the reader notes the mmapped file" grep -q "mmapped" "$tmp/err"
 check "strace -> native: MMAP_UNSEEN and WRITES_UNSEEN set" \
 	test "$(od -An -tu4 -j20 -N4 "$tmp/f3.trace" | tr -d ' ')" = 3
+# oracleGeneral has no room for flags, ops or names: convert says what it drops (it said nothing).
+"$T" convert "$tmp/flagged.trace" "$tmp/f.oracleGeneral" --to oracleGeneral 2>"$tmp/err"
+check "to oracleGeneral: the flags and the mmap faults it drops are named in a note" \
+	grep -q "oracleGeneral .*: the flags (WRITES_UNSEEN), the ops of 0 write and 50 mmap-fault records" "$tmp/err"
 s=$("$T" stat "$tmp/f3.trace")
 check "strace -> native: stat notes what the trace misses" grep -q "note: regular files were mmapped" <<<"$s"
 

@@ -2,6 +2,8 @@
 // llmtrace convert: stream a trace from one format into another, with its file names and flags. The
 // output is written under a temporary name and renamed into place only when the whole input has been
 // read without error; an output that is the input is refused before anything is opened for writing.
+// What the output format cannot hold is said in a note, never dropped silently (strace text: mmap
+// faults; oracleGeneral: flags, ops, pids, names, sub-second times).
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <iostream>
@@ -78,7 +80,7 @@ int cmd_convert(int argc, char **argv)
 						w->name(key.first, key.second, path);
 		};
 		llmcache_access a;
-		uint64_t n = 0, faults = 0;
+		uint64_t n = 0, faults = 0, writes = 0;
 		while (r->next(a)) {
 			name_new();
 			try {
@@ -88,6 +90,7 @@ int cmd_convert(int argc, char **argv)
 				throw trace::TraceError(in == "-" ? "<stdin>" : in, p.kind, p.where, e.what());
 			}
 			faults += a.op == LLMCACHE_OP_MMAP_FAULT;
+			writes += a.op == LLMCACHE_OP_WRITE;
 			bar.update(++n, *r);
 		}
 		bar.clear();
@@ -105,6 +108,23 @@ int cmd_convert(int argc, char **argv)
 				     "mmap_fault() lines, which strace readers skip, and the output is flagged MMAP_UNSEEN; "
 				     "convert to native or csv to keep them\n",
 				     (unsigned long long)faults);
+		if (tf == trace::Format::oracle_general) {
+			// The format has a time in seconds, an object and a size per block: say what it drops.
+			std::string dropped;
+			auto add = [&](const std::string &what) { dropped += (dropped.empty() ? "" : ", ") + what; };
+			if (const std::string fl = trace::flags_line(flags); !fl.empty()) // "# flags: A,B"
+				add("the flags (" + fl.substr(fl.find(": ") + 2) + ")");
+			if (writes || faults)
+				add("the ops of " + std::to_string(writes) + " write and " + std::to_string(faults) +
+				    " mmap-fault records (read back as reads)");
+			if (!r->paths().empty())
+				add("the names of " + std::to_string(r->paths().size()) + " files");
+			if (!dropped.empty())
+				std::fprintf(stderr,
+					     "llmtrace convert: note: oracleGeneral keeps one request per block, its time in whole "
+					     "seconds, and no pids: %s are not kept; convert to native or csv to keep them\n",
+					     dropped.c_str());
+		}
 		std::fprintf(stderr, "llmtrace convert: %llu records, %zu files\n", (unsigned long long)n, r->paths().size());
 	} catch (const std::invalid_argument &e) { // --progress, or a format the input cannot be read as
 		std::fprintf(stderr, "llmtrace convert: %s\n", e.what());
