@@ -21,6 +21,7 @@
 
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -169,11 +170,18 @@ int main(int argc, char **argv)
 		}
 		const bool given = !vm["config"].defaulted();
 		config = vm["config"].as<std::string>();
+		struct stat st;
+		if (stat(config.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) // ifstream opens a directory, reads nothing
+			throw po::error("the config file " + config + " is a directory");
 		std::ifstream in(config);
-		if (in)
-			po::store(po::parse_config_file(in, d), vm);
-		else if (given)
-			throw po::error("cannot read the config file " + config);
+		if (in) {
+			try {
+				po::store(po::parse_config_file(in, d), vm);
+			} catch (const po::error &e) {
+				throw po::error("the config file " + config + ": " + e.what());
+			}
+		} else if (given)
+			throw po::error("cannot read the config file " + config + ": " + strerror(errno));
 		po::notify(vm);
 		cfg.max_sessions = number("kv-max-sessions", max_sessions, 1, 4096);
 		cfg.max_sessions_per_uid = number("kv-max-sessions-per-uid", per_uid, 1, 4096);

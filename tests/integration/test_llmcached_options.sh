@@ -50,6 +50,12 @@ refused 2 "--kv-client-timeout soon" --kv-client-timeout soon
 printf 'kv-page-tokens = 0\n' >"$work/bad.conf"
 err=$("$bin/llmcached" --config "$work/bad.conf" --socket "$work/d.sock" 2>&1) && fail "bad config file accepted"
 [[ $err == *"--kv-page-tokens 0: must be"* ]] || fail "bad config file: '$err'"
+# A config file's own errors name it; a directory is no config file (it was read as an empty one).
+printf 'bogus = 1\n' >"$work/unknown.conf"
+err=$("$bin/llmcached" --config "$work/unknown.conf" --socket "$work/d.sock" 2>&1) && fail "unknown config option accepted"
+[[ $err == *"the config file $work/unknown.conf: unrecognised option 'bogus'"* ]] || fail "unknown config option: '$err'"
+err=$(timeout 5 "$bin/llmcached" --config "$work" --socket "$work/d.sock" 2>&1) && fail "a directory as the config file started"
+[[ $err == *"the config file $work is a directory"* ]] || fail "config file directory: '$err'"
 
 # KV devices that cannot take a spill.
 refused 1 "is a directory" --kv-device "$work"
