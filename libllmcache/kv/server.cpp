@@ -473,20 +473,43 @@ void Server::serve(Conn &c)
 			drop_conn(c.id);
 		return;
 	}
+	// Every descriptor the message brought is now the daemon's: the one a request may carry is kept,
+	// any other closed at once. The control buffer has room for one or two: a client that sent more (up to the
+	// kernel's 253, the rest dropped with MSG_CTRUNC) would otherwise leak them into the daemon, a few
+	// per message, until it could accept nothing.
+	int fd = -1;
+	bool extra_fds = false;
+	for (cmsghdr *cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len < CMSG_LEN(0))
+			continue;
+		for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+			int got;
+			std::memcpy(&got, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (fd < 0 && !extra_fds) {
+				fd = got;
+			} else {
+				close(got);
+				extra_fds = true;
+			}
+		}
+	}
+	if (extra_fds && fd >= 0) {
+		close(fd);
+		fd = -1;
+	}
 	if (n == 0) {
 		// On SOCK_SEQPACKET both an empty packet and the end of the stream read as 0 bytes: the end
 		// only if the peer has shut down. An empty packet is a malformed message like any other.
 		pollfd p{c.fd, POLLIN | POLLRDHUP, 0};
-		if (poll(&p, 1, 0) < 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+		if (poll(&p, 1, 0) < 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+			if (fd >= 0)
+				close(fd);
 			return drop_conn(c.id);
+		}
 	}
-	int fd = -1;
-	for (cmsghdr *cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm))
-		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(sizeof(int)))
-			std::memcpy(&fd, CMSG_DATA(cm), sizeof(int));
 	proto::Reply r{};
 	std::string text;
-	if (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+	if (extra_fds || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
 		r.status = -EBADMSG;
 		text = "malformed message: longer than " + std::to_string(sizeof(buf)) +
 		       " bytes or with more than one file descriptor";

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The KV service (the Server behind llmcached) with the C client API over a real Unix socket: a round
 // trip that matches a local KvStore, client isolation by connection and by uid, malformed messages
-// (an empty packet too) answered with the offending byte and survived, an unsealed memfd refused, a bad
+// (an empty packet too) answered with the offending byte and survived, every fd of a message that
+// carries several closed, an unsealed memfd refused, a bad
 // shape answered about the field that is wrong, a full device said to be full, clean stop; a session's
 // storage failure logged with the device and the cause, once a second at most.
 #include "cmocka_cpp.hpp"
@@ -10,6 +11,7 @@
 #include "kv/server.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -171,22 +173,22 @@ int raw_connect(const std::string &path)
 	return connect(s, (sockaddr *)&a, sizeof(a)) == 0 ? s : -1;
 }
 
-// Sends bytes (optionally with an fd) and returns the reply's status and text.
-int raw_call(int s, const void *buf, size_t len, std::string &text, int fd = -1)
+// Sends bytes with fds (any number, 0 to 253) and returns the reply's status and text.
+int raw_call_fds(int s, const void *buf, size_t len, std::string &text, const std::vector<int> &fds)
 {
 	iovec iov{const_cast<void *>(buf), len};
 	msghdr m{};
 	m.msg_iov = &iov;
 	m.msg_iovlen = 1;
-	alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))] = {};
-	if (fd >= 0) {
-		m.msg_control = ctrl;
-		m.msg_controllen = sizeof(ctrl);
+	std::vector<uint64_t> ctrl((CMSG_SPACE(sizeof(int) * 253) + 7) / 8); // aligned for cmsghdr
+	if (!fds.empty()) {
+		m.msg_control = ctrl.data();
+		m.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
 		cmsghdr *cm = CMSG_FIRSTHDR(&m);
 		cm->cmsg_level = SOL_SOCKET;
 		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		std::memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+		cm->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+		std::memcpy(CMSG_DATA(cm), fds.data(), sizeof(int) * fds.size());
 	}
 	if (sendmsg(s, &m, 0) < 0)
 		return -999;
@@ -198,6 +200,12 @@ int raw_call(int s, const void *buf, size_t len, std::string &text, int fd = -1)
 	std::memcpy(&r, rb + sizeof(proto::Header), sizeof(r));
 	text.assign((const char *)rb + sizeof(proto::Header) + sizeof(r), r.text_len);
 	return r.status;
+}
+
+// Sends bytes (optionally with an fd) and returns the reply's status and text.
+int raw_call(int s, const void *buf, size_t len, std::string &text, int fd = -1)
+{
+	return raw_call_fds(s, buf, len, text, fd >= 0 ? std::vector<int>{fd} : std::vector<int>{});
 }
 
 std::vector<uint8_t> message(uint16_t type, const void *payload, size_t len)
@@ -277,6 +285,34 @@ void malformed_messages__each__ebadmsg_with_offset_and_server_survives(void **st
 // An OPEN whose shape is wrong is answered about the field that is wrong, with its range, whatever
 // the memfd (the old server answered about the memfd's size for dtype 9 or head_dim 100000, and about
 // the append batch for kv_heads 0).
+// Every descriptor a message carries leaves the daemon with the message: the server kept the ones
+// beyond the first (two fit its control buffer), a leak of two per message that a local user could
+// repeat until llmcached could accept no connection. A pipe's read end sees the end of the stream only
+// once every copy of its write end is closed, the server's included.
+void malformed_messages__several_fds__every_fd_closed(void **state)
+{
+	auto *f = static_cast<Fixture *>(*state);
+	const int s = raw_connect(f->sock);
+	assert_true(s >= 0);
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	std::string text;
+	const auto status = message(proto::STATUS, nullptr, 0);
+	for (size_t n : {2, 3, 64, 253}) {
+		assert_int_equal(raw_call_fds(s, status.data(), status.size(), text, std::vector<int>(n, p[1])), -EBADMSG);
+		assert_non_null(std::strstr(text.c_str(), "more than one file descriptor"));
+	}
+	assert_int_equal(raw_call_fds(s, "", 0, text, {p[1], p[1]}), -EBADMSG); // an empty packet too
+	assert_int_equal(raw_call(s, status.data(), status.size(), text), 0);  // the connection still works
+	close(p[1]);
+	pollfd pf{p[0], POLLIN, 0};
+	assert_int_equal(poll(&pf, 1, 2000), 1);
+	char c;
+	assert_int_equal(read(p[0], &c, 1), 0); // no write end left open anywhere
+	close(p[0]);
+	close(s);
+}
+
 void open__bad_shape_field__named_with_range(void **state)
 {
 	auto *f = static_cast<Fixture *>(*state);
@@ -439,6 +475,7 @@ int main()
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(client__append_select__same_as_local_store),
 		cmocka_unit_test(malformed_messages__each__ebadmsg_with_offset_and_server_survives),
+		cmocka_unit_test(malformed_messages__several_fds__every_fd_closed),
 		cmocka_unit_test(open__bad_shape_field__named_with_range),
 		cmocka_unit_test(open__device_regions_all_used__enospc_naming_the_device),
 		cmocka_unit_test(isolation__other_connection_and_uid__cannot_see_session),
