@@ -209,6 +209,14 @@ int main(int argc, char **argv)
 		if (backend != "none" && backend != "emulated" && backend != "xrt")
 			throw po::error("--kv-backend " + backend + ": use none, emulated or xrt");
 		o.backend = backend;
+		if (!o.xclbin.empty()) { // read at each session's open: a wrong path would fail them all later
+			struct stat xs;
+			if (stat(o.xclbin.c_str(), &xs) < 0 || access(o.xclbin.c_str(), R_OK) < 0)
+				throw po::error("--kv-xclbin " + o.xclbin + ": " + strerror(errno));
+			if (!S_ISREG(xs.st_mode))
+				throw po::error("--kv-xclbin " + o.xclbin + ": not a regular file (the kernel binary built from "
+										 "libllmcache/csd/kernels)");
+		}
 		if (o.device == "none")
 			o.device.clear(); // memory only
 		if (estimator != "exact" && estimator != "quest")
@@ -245,6 +253,10 @@ int main(int argc, char **argv)
 		say("the KV device " + o.device + " holds " + std::to_string(server->regions()) + " session regions of " +
 		    units::format_bytes(cfg.session_device_bytes) + ": at most " + std::to_string(server->regions()) +
 		    " sessions at once, not kv-max-sessions " + std::to_string(cfg.max_sessions));
+	if (backend == "xrt" && o.xclbin.empty())
+		say("--kv-backend xrt without --kv-xclbin: sessions score spilled keys with the emulated backend");
+	if (backend != "none" && o.device.empty())
+		say("--kv-backend " + backend + " without --kv-device: nothing spills, so nothing is scored in storage");
 	say("serving on " + cfg.socket_path + " (device " + (o.device.empty() ? "none: memory only" : o.device) +
 	    ", backend " + backend + ", " + units::format_bytes(o.cpu_budget) + " per session)");
 	const int r = server->run();

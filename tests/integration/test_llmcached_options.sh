@@ -46,6 +46,9 @@ refused 2 "--kv-session-device-bytes 5000: must be a multiple of 4KiB" --kv-sess
 refused 2 "--kv-beta" --kv-beta -3
 refused 2 "--kv-client-timeout 0s: must be from 10ms to 1h" --kv-client-timeout 0s
 refused 2 "--kv-client-timeout soon" --kv-client-timeout soon
+# The kernel binary is read at each session's open: a wrong one failed every session later.
+refused 2 "--kv-xclbin $work/none.xclbin: No such file or directory" --kv-xclbin "$work/none.xclbin"
+refused 2 "--kv-xclbin $work: not a regular file" --kv-xclbin "$work"
 # The same names and ranges from the config file.
 printf 'kv-page-tokens = 0\n' >"$work/bad.conf"
 err=$("$bin/llmcached" --config "$work/bad.conf" --socket "$work/d.sock" 2>&1) && fail "bad config file accepted"
