@@ -277,8 +277,8 @@ Feed::Feed(const FeedOptions &o) : impl_(std::make_unique<Impl>())
 	int err = llmtrace_bpf__load(skel);
 	if (!err)
 		err = llmtrace_bpf__attach(skel);
-	if (err == -EPERM || err == -EACCES)
-		throw FeedError(need_root, false);
+	// Root and BPF were checked (bpf_available()): EACCES and EPERM here are the verifier's rejection or
+	// a lockdown that forbids what the program does, not a missing privilege.
 	if (err)
 		throw FeedError(load_failure(err, libbpf_log, o.ring_bytes), false);
 	if (o.pid)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "names.hpp"
 
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -52,9 +53,11 @@ std::string load_failure(int err, const std::string &log, uint64_t ring_bytes)
 	if (what.find("map 'events'") != what.npos)
 		return "failed to create the BPF ring buffer of " + llmcache::units::format_bytes(ring_bytes) + ": " + why +
 		       ": lower --ring-size";
+	const bool denied = err == -EACCES || err == -EPERM || err == EACCES || err == EPERM;
 	return "failed to load the BPF program: the kernel refused it: " + why + (what.empty() ? "" : " (" + what + ")") +
-	       ". BPF itself works here, so this is a bug of this llmtrace with this kernel: please report it with "
-	       "the verifier's log (LLMTRACE_DEBUG=1 prints it)";
+	       ". BPF itself works here, so this is a bug of this llmtrace with this kernel" +
+	       (denied ? " (or a kernel lockdown that forbids what the program reads)" : "") +
+	       ": please report it with the verifier's log (LLMTRACE_DEBUG=1 prints it)";
 }
 
 namespace {

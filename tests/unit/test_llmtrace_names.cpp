@@ -60,6 +60,8 @@ static void load_failure__verifier_and_ring__named_not_blamed_on_bpf(void **)
 	assert_true(m.find("prog 'handle_read': BPF program load failed") != std::string::npos);
 	assert_true(m.find("report it") != std::string::npos);
 	assert_true(m.find("not available") == std::string::npos && m.find("is BPF enabled") == std::string::npos);
+	assert_true(m.find("needs root") == std::string::npos); // EACCES from the verifier is not a privilege
+	assert_true(m.find("lockdown") != std::string::npos);
 	m = load_failure(-12, "libbpf: map 'events': failed to create: Cannot allocate memory(-12)\n", uint64_t(1) << 31);
 	assert_true(m.find("failed to create the BPF ring buffer of 2.0 GiB: Cannot allocate memory: lower --ring-size") !=
 		    std::string::npos);
