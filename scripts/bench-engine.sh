@@ -11,7 +11,10 @@
 # engine runs under TCG with the disk throttled (tests/vm/engine-bench-guest.sh).
 # Each mode gets a warm-up run, then RUNS measured runs; the page cache is dropped before every run.
 # Printed per model, limit and mode: median decode tokens/s and its ratio to stock, disk bytes read per
-# token (the device's counter during the decode), major faults per token, refused or killed engines,
+# token (the device's counter during the decode, and during its second half, "late", once what the
+# engine's start moved has settled), what `llmreplay --enforce` predicts for it from a trace of the engine
+# recorded with llmtrace at 80% of the model (stock: the kernel as an LRU; bpf: the daemon executing the
+# planner; the VM's module rows: the module), major faults per token, refused or killed engines,
 # and the sizing rule's floor (model - (limit - the engine's own memory: its anonymous memory and the
 # code it keeps mapped, as the stock runs under the limit left them), bytes per token) and the ceiling
 # it allows (compute time of the unlimited run + floor at the disk's measured bandwidth, no overlap). CSV and an SVG plot go to RESULTS/bench-engine. Documentation/engine-bench.md has figures.
@@ -22,7 +25,7 @@
 #              LLMCACHE_ENGINE_LIMITS   limits, as % of the model or in MiB (default 650MiB; empty:
 #                                       none, the VM rows only)
 #              LLMCACHE_ENGINE_MODES    (default "stock mlock bpf"; "bpf:--opt,--opt=value" passes
-#                                       llmcached options), _TOKENS (16), _THREADS (2)
+#                                       llmcached options), _TOKENS (32), _THREADS (2)
 #              LLMCACHE_ENGINE_VM       0: no VM rows; _VM_MODEL (the first model), _VM_LIMITS ("107", % of
 #                                       the model), _VM_TOKENS (4), _VM_RUNS (1), _VM_DISK_BPS (10000000),
 #                                       _VM_KERNEL (6.12). Each VM run takes minutes: 11 at the defaults.
@@ -34,7 +37,7 @@ bin=$build/bin
 models=${LLMCACHE_ENGINE_MODELS:-f16:--layers=24}
 limits=${LLMCACHE_ENGINE_LIMITS-650MiB}
 modes=${LLMCACHE_ENGINE_MODES:-stock mlock bpf}
-tokens=${LLMCACHE_ENGINE_TOKENS:-16} threads=${LLMCACHE_ENGINE_THREADS:-2}
+tokens=${LLMCACHE_ENGINE_TOKENS:-32} threads=${LLMCACHE_ENGINE_THREADS:-2}
 here=$(cd "$(dirname "$0")" && pwd)
 if [ "$(id -u)" -ne 0 ]; then echo "bench-engine.sh: skipped: needs root (memory cgroups, drop_caches, BPF)"; exit 0; fi
 engine=$(realpath -m "$build/engine")
@@ -99,6 +102,34 @@ stop_mode() {
 	[ -z "$helper" ] || { kill "$helper"; wait "$helper" 2>/dev/null || true; helper=; }
 }
 
+# record_trace MODEL TRACE LIMIT_BYTES: one stock run of the engine at that limit under llmtrace (the
+# model's directory only), for the predictions. Leaves TRACE empty when the recorder cannot run.
+record_trace() {
+	local rec
+	: >"$2"
+	echo "$3" >"$cg/$limit_file"
+	"$bin/llmtrace" record --path-prefix "$(dirname "$1")" -o "$2" 2>"$out/llmtrace.err" &
+	rec=$!
+	for _ in $(seq 300); do
+		grep -q "^llmtrace: recording" "$out/llmtrace.err" && break
+		kill -0 "$rec" 2>/dev/null || break
+		sleep 0.1
+	done
+	grep -q "^llmtrace: recording" "$out/llmtrace.err" && engine_run "$1" >/dev/null
+	kill -TERM "$rec" 2>/dev/null
+	wait "$rec" || : >"$2"
+}
+
+# predict TRACE MODE LIMIT ANON CODE READ_AHEAD_KB: what llmreplay --enforce predicts, MB read per token
+# (a pass of the weights), for stock, bpf (the daemon) or module; "-" for the other modes or no trace.
+predict() {
+	local as
+	case $2 in stock) as=stock ;; bpf) as=daemon ;; module) as=module ;; *) echo -; return ;; esac
+	[ -s "$1" ] || { echo -; return; }
+	"$bin/llmreplay" "$1" --enforce "$as" --memcg-limit "$3" --engine-anon "$4" --engine-code "$5" \
+		--read-around "$(( $6 << 10 ))" --csv - 2>/dev/null | awk -F, 'NR == 2 { printf "%.1f", $6 / 1e6 }' | grep . || echo -
+}
+
 svg() { # csv -> svg: tokens/s against the limit (% of the model), one line per model and mode
 	awk -F, 'NR > 1 && $5 > 0 { key = $1 " " $4; x[key, ++n[key]] = $3; y[key, n[key]] = $5; keys[key];
 			if ($3 > xmax) xmax = $3; if ($5 > ymax) ymax = $5 }
@@ -131,7 +162,7 @@ echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 echo "engine: llama.cpp (node-llama-cpp $(node -p "require('$engine/node_modules/node-llama-cpp/package.json').version")," \
 	"prebuilt CPU build), mmap, $threads threads, greedy, $tokens tokens per run, $runs runs per mode after a warm-up run"
 csv=$out/engine.csv
-echo "model,limit_mib,limit_pct,mode,tokens_per_s,x_stock,mb_read_per_token,major_faults_per_token,floor_mb_per_token,ceiling_tokens_per_s,refused,killed" >"$csv"
+echo "model,limit_mib,limit_pct,mode,tokens_per_s,x_stock,mb_read_per_token,major_faults_per_token,floor_mb_per_token,ceiling_tokens_per_s,refused,killed,late_mb_read_per_token,predicted_mb_per_token" >"$csv"
 for spec in $models; do
 	name=${spec%%:*} opts=${spec#*:}
 	model=$engine/models/$name.gguf
@@ -151,11 +182,15 @@ for spec in $models; do
 	fit=$(engine_run "$model")
 	fit_tps=$(json_num "$fit" tokens_per_s)
 	own=$(( $(json_num "$fit" rss_anon) + $(json_num "$fit" rss_code) ))
+	fit_anon=$(json_num "$fit" rss_anon) fit_code=$(json_num "$fit" rss_code)
+	record_trace "$model" "$out/$name.trace" $(( model_bytes * 80 / 100 ))
 	echo
-	echo "model $name: $((model_bytes >> 20)) MiB (llmworkload gguf ${opts//,/ }), disk $(basename "$sysdev") at $((bw / 1000000)) MB/s;" \
-		"no limit: $fit_tps tokens/s, anonymous memory $(( $(json_num "$fit" rss_anon) >> 20 )) MiB, code mapped $(( $(json_num "$fit" rss_code) >> 20 )) MiB"
-	printf '%-9s %-5s %-18s %9s %8s %14s %13s %11s %13s  %s\n' limit "%" mode tokens/s "x stock" "MB read/token" \
-		"majflt/token" "floor MB/t" "ceiling t/s" notes
+	echo "model $name: $((model_bytes >> 20)) MiB (llmworkload gguf ${opts//,/ }), disk $(basename "$sysdev") at $((bw / 1000000)) MB/s," \
+		"read-ahead $(cat "$sysdev/queue/read_ahead_kb") KiB; no limit: $fit_tps tokens/s, anonymous memory $((fit_anon >> 20)) MiB, code mapped $((fit_code >> 20)) MiB"
+	[ -s "$out/$name.trace" ] && echo "trace for the predictions: $out/$name.trace, recorded at 80% of the model" ||
+		echo "no predictions: llmtrace could not record the engine ($(tail -n 1 "$out/llmtrace.err"))"
+	printf '%-9s %-5s %-18s %9s %8s %14s %10s %10s %13s %11s %13s  %s\n' limit "%" mode tokens/s "x stock" "MB read/token" \
+		"late MB/t" "predicted" "majflt/token" "floor MB/t" "ceiling t/s" notes
 	for lim in $limits; do
 		case $lim in
 		*%) limit_bytes=$(( model_bytes * ${lim%\%} / 100 )) ;;
@@ -168,6 +203,7 @@ for spec in $models; do
 			ceiling=$(awk -v t="$fit_tps" -v f="$floor" -v bw="$bw" 'BEGIN { printf "%.2f", 1 / (1 / t + f / bw) }')
 		}
 		floor_of "$own"
+		anon=$fit_anon code=$fit_code
 		declare -A tps=()
 		for mode in $modes; do
 			echo "$limit_bytes" >"$cg/$limit_file"
@@ -181,24 +217,29 @@ for spec in $models; do
 				refused) refused=$((refused + 1)) ;;
 				killed) killed=$((killed + 1)) ;;
 				failed) ;;
-				*) echo "$(json_num "$o" tokens_per_s) $(json_num "$o" disk_read_bytes) $(json_num "$o" major_faults) $(json_num "$o" decode_tokens) $(( $(json_num "$o" rss_anon) + $(json_num "$o" rss_code) ))" >>"$out/runs" ;;
+				*) echo "$(json_num "$o" tokens_per_s) $(json_num "$o" disk_read_bytes) $(json_num "$o" major_faults)" \
+					"$(json_num "$o" decode_tokens) $(( $(json_num "$o" rss_anon) + $(json_num "$o" rss_code) ))" \
+					"$(json_num "$o" late_disk_read_bytes) $(json_num "$o" late_tokens) $(json_num "$o" rss_anon) $(json_num "$o" rss_code)" >>"$out/runs" ;;
 				esac
 			done
 			stop_mode
-			t=$( [ -f "$out/runs" ] && awk '{ print $1 }' "$out/runs" | median || echo 0)
-			mb=$( [ -f "$out/runs" ] && awk '{ print $2 / $4 / 1e6 }' "$out/runs" | median || echo 0)
-			mf=$( [ -f "$out/runs" ] && awk '{ print $3 / $4 }' "$out/runs" | median || echo 0)
+			of_runs() { if [ -f "$out/runs" ]; then awk "{ print $1 }" "$out/runs" | median; else echo 0; fi; }
+			t=$(of_runs '$1') mb=$(of_runs '$2 / $4 / 1e6') mf=$(of_runs '$3 / $4') late=$(of_runs '($7 ? $6 / $7 / 1e6 : 0)')
 			tps[$mode]=$t
-			# The stock engine under the limit: what it keeps of its own memory sets the floor.
-			[ "$mode" != stock ] || [ ! -f "$out/runs" ] ||
-				floor_of "$(awk '{ print $5 }' "$out/runs" | sort -n | awk '{ v[NR] = $1 } END { printf "%d", v[int((NR + 1) / 2)] }')"
+			# The stock engine under the limit: what it keeps of its own memory sets the floor, and the
+			# predictions' engine memory.
+			if [ "$mode" = stock ] && [ -f "$out/runs" ]; then
+				floor_of "$(of_runs '$5' | cut -d. -f1)"
+				anon=$(of_runs '$8' | cut -d. -f1) code=$(of_runs '$9' | cut -d. -f1)
+			fi
+			predicted=$(predict "$out/$name.trace" "${mode%%:*}" "$limit_bytes" "$anon" "$code" "$(cat "$sysdev/queue/read_ahead_kb")")
 			x=$(awk -v a="$t" -v b="${tps[stock]:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
 			notes=
 			[ $refused = 0 ] || notes+="refused $refused of $runs; "
 			[ $killed = 0 ] || notes+="OOM-killed $killed of $runs; "
-			printf '%-9s %-5s %-18s %9.2f %8s %14.1f %13.0f %11.1f %13s  %s\n' "$((limit_bytes >> 20))MiB" "$pct" "$mode" \
-				"$t" "$x" "$mb" "$mf" "$(awk -v f="$floor" 'BEGIN { print f / 1e6 }')" "$ceiling" "$notes"
-			echo "$name,$((limit_bytes >> 20)),$pct,${mode//,/ },$t,$x,$mb,$mf,$(awk -v f="$floor" 'BEGIN { print f / 1e6 }'),$ceiling,$refused,$killed" >>"$csv"
+			printf '%-9s %-5s %-18s %9.2f %8s %14.1f %10.1f %10s %13.0f %11.1f %13s  %s\n' "$((limit_bytes >> 20))MiB" "$pct" "$mode" \
+				"$t" "$x" "$mb" "$late" "$predicted" "$mf" "$(awk -v f="$floor" 'BEGIN { print f / 1e6 }')" "$ceiling" "$notes"
+			echo "$name,$((limit_bytes >> 20)),$pct,${mode//,/ },$t,$x,$mb,$mf,$(awk -v f="$floor" 'BEGIN { print f / 1e6 }'),$ceiling,$refused,$killed,$late,$predicted" >>"$csv"
 		done
 	done
 done
@@ -226,9 +267,10 @@ else
 		echo "bench-engine.sh: the VM run failed:"; cat "$vm_out"; exit 1
 	}
 	grep '^guest:' "$vm_out"
-	printf '%-9s %-5s %-18s %9s %8s %14s %13s %11s  %s\n' limit "%" mode tokens/s "x stock" "MB read/token" \
-		"majflt/token" "floor MB/t" notes
+	printf '%-9s %-5s %-18s %9s %8s %14s %10s %13s %11s  %s\n' limit "%" mode tokens/s "x stock" "MB read/token" \
+		predicted "majflt/token" "floor MB/t" notes
 	vm_model=$(( $(sed -n 's/^guest:.* model \([0-9]*\) MiB$/\1/p' "$vm_out") << 20 ))
+	vm_read_ahead=$(sed -n 's/^guest:.* read-ahead \([0-9]*\) KiB.*/\1/p' "$vm_out")
 	runs_of() { awk -v l="$limit" -v m="$mode" '$1 == "result" && $2 == l && $3 == m' "$vm_out"; }
 	for limit in $(awk '$1 == "result" { print $2 }' "$vm_out" | uniq); do
 		pct=$(( limit * 100 / vm_model ))
@@ -241,15 +283,18 @@ else
 			if [ $mode = stock ]; then
 				stock_t=$t
 				own=$(awk '{ print $8 }' <<<"$ok_runs" | median)
+				vm_anon=$(awk '{ print $10 }' <<<"$ok_runs" | median | cut -d. -f1)
+				vm_code=$(awk '{ print $8 - $10 }' <<<"$ok_runs" | median | cut -d. -f1)
 				floor=$(awk -v m="$vm_model" -v o="$own" -v l="$limit" 'BEGIN { f = m + o - l; print (f > 0 ? f / 1e6 : 0) }')
 			fi
 			x=$(awk -v a="$t" -v b="$stock_t" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
 			notes=
 			[ "$refused" = 0 ] || notes+="refused $refused; "
 			[ "$killed" = 0 ] || notes+="OOM-killed $killed; "
-			printf '%-9s %-5s %-18s %9.3f %8s %14.1f %13.0f %11.1f  %s\n' "$((limit >> 20))MiB" "$pct" "$mode (VM)" \
-				"$t" "$x" "$mb" "$mf" "$floor" "$notes"
-			echo "$vm_name,$((limit >> 20)),$pct,vm-$mode,$t,$x,$mb,$mf,$floor,,$refused,$killed" >>"$csv"
+			predicted=$(predict "$out/$vm_name.trace" "$mode" "$limit" "$vm_anon" "$vm_code" "$vm_read_ahead")
+			printf '%-9s %-5s %-18s %9.3f %8s %14.1f %10s %13.0f %11.1f  %s\n' "$((limit >> 20))MiB" "$pct" "$mode (VM)" \
+				"$t" "$x" "$mb" "$predicted" "$mf" "$floor" "$notes"
+			echo "$vm_name,$((limit >> 20)),$pct,vm-$mode,$t,$x,$mb,$mf,$floor,,$refused,$killed,,$predicted" >>"$csv"
 		done
 	done
 	grep '^pinned' "$vm_out" | awk '{ printf "module at %d MiB: %d MiB pinned at the end, %d blocks released to the cgroup\n", $2 / 1048576, $3 / 256, $5 }'

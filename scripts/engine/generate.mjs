@@ -6,7 +6,8 @@
 // and its resident anonymous memory, model and code (its other file mappings).
 // Memory-aware like any node-llama-cpp app: the context is refused when the free RAM it sees is too small.
 // With LLMCACHE_DISK_STAT set to a block device's stat file (/sys/block/DEV/stat), it also prints the
-// bytes that device read during the decode, whoever read them.
+// bytes that device read during the decode, whoever read them, and during its second half (late_*: once
+// what the engine's start moved in its memory cgroup has settled).
 // Usage: node generate.mjs MODEL.gguf [TOKENS] [THREADS] [PROMPT]
 import fs from "node:fs";
 import process from "node:process";
@@ -44,8 +45,9 @@ const loadS = seconds(t0);
 
 const input = model.tokenize(prompt);
 const t1 = process.hrtime.bigint();
-let firstS = 0, t2 = 0n, before = procIo();
+let firstS = 0, t2 = 0n, before = procIo(), half = before;
 const out = [];
+const halfway = 1 + Math.ceil((tokens - 1) / 2);
 for await (const token of sequence.evaluate(input, {temperature: 0})) {
     out.push(token);
     if (out.length === 1) {
@@ -53,6 +55,8 @@ for await (const token of sequence.evaluate(input, {temperature: 0})) {
         t2 = process.hrtime.bigint();
         before = procIo(); // what follows is the decode's
     }
+    if (out.length === halfway)
+        half = procIo();
     if (out.length >= tokens)
         break;
 }
@@ -80,6 +84,7 @@ console.log(JSON.stringify({
     tokens_per_s: decodeS > 0 ? (out.length - 1) / decodeS : 0,
     read_bytes: after.readBytes - before.readBytes, major_faults: after.majorFaults - before.majorFaults,
     disk_read_bytes: after.diskBytes - before.diskBytes,
+    late_tokens: out.length >= halfway ? out.length - halfway : 0, late_disk_read_bytes: after.diskBytes - half.diskBytes,
     rss_anon: kib("RssAnon"), rss_model: rssModel, rss_code: rssCode, // at the end of the decode
     tokens: out
 }));

@@ -10,9 +10,10 @@
 # dropped before each run: $LLMCACHE_ENGINE_VM_RUNS runs without the module, then the module loaded, the
 # model registered and a pin budget far above the limit (the planner caps it to the cgroup), a warm-up
 # run and as many measured runs. One line per measured run:
-#   result LIMIT_BYTES MODE TOKENS_PER_S DISK_BYTES DECODE_TOKENS MAJOR_FAULTS OWN_BYTES OUTCOME
+#   result LIMIT_BYTES MODE TOKENS_PER_S DISK_BYTES DECODE_TOKENS MAJOR_FAULTS OWN_BYTES OUTCOME ANON_BYTES
 # (MODE stock or module; DISK_BYTES read from the scratch disk during the decode; OWN_BYTES the engine's
-# anonymous memory and code at its end; OUTCOME ok, refused, killed or failed).
+# anonymous memory and code at its end, ANON_BYTES the first of them; OUTCOME ok, refused, killed or
+# failed).
 b=$LLMCACHE_BIN
 engine=$(dirname "$b")/engine
 model=$LLMCACHE_SCRATCH/bench-model.gguf
@@ -35,16 +36,17 @@ run() { # limit mode
 	else outcome=ok; fi
 	if [ $outcome = ok ]; then
 		echo "result $1 $2 $(num "$j" tokens_per_s) $(num "$j" disk_read_bytes) $(num "$j" decode_tokens)" \
-			"$(num "$j" major_faults) $(( $(num "$j" rss_anon) + $(num "$j" rss_code) )) ok"
+			"$(num "$j" major_faults) $(( $(num "$j" rss_anon) + $(num "$j" rss_code) )) ok $(num "$j" rss_anon)"
 	else
-		echo "result $1 $2 0 0 0 0 0 $outcome"
+		echo "result $1 $2 0 0 0 0 0 $outcome 0"
 	fi
 }
 
 # shellcheck disable=SC2086 # the options, one word each
 "$b/llmworkload" gguf "$model" $(echo "${LLMCACHE_ENGINE_VM_GGUF:---layers=24}" | tr ',' ' ') >/dev/null || exit 1
 model_bytes=$(stat -c %s "$model")
-echo "guest: $(uname -r), $(awk '$1 == "MemTotal:" { printf "%d MiB", $2 / 1024 }' /proc/meminfo), model $((model_bytes >> 20)) MiB"
+echo "guest: $(uname -r), $(awk '$1 == "MemTotal:" { printf "%d MiB", $2 / 1024 }' /proc/meminfo)," \
+	"read-ahead $(cat "/sys/block/$disk/queue/read_ahead_kb") KiB, model $((model_bytes >> 20)) MiB"
 echo +memory >/sys/fs/cgroup/cgroup.subtree_control || exit 1
 mkdir "$cg" || exit 1
 for pct in ${LLMCACHE_ENGINE_VM_LIMITS:-107}; do
