@@ -149,7 +149,7 @@ CacheSize parse_cache_size(std::string_view text)
 {
 	const std::string_view s = trim(text);
 	if (s.empty())
-		bad_size(text, "empty; give a percentage of the footprint (10%), a size (64MiB) or blocks (1000)");
+		bad_size(text, "empty; give a percentage of the footprint (10%), a size (64MiB) or blocks (1000blocks)");
 	if (s.front() == '-')
 		bad_size(text, "must be positive");
 	CacheSize cs{CacheSize::Kind::blocks, 0, std::string(s)};
@@ -171,7 +171,7 @@ CacheSize parse_cache_size(std::string_view text)
 		try {
 			cs.value = double(units::parse_bytes(s));
 		} catch (const std::invalid_argument &e) {
-			bad_size(text, std::string(e.what()) + ", or % of the footprint, or a plain number of blocks");
+			bad_size(text, std::string(e.what()) + "; give a size with a unit (64MiB), a percentage (10%) or Nblocks");
 		}
 		cs.kind = CacheSize::Kind::bytes;
 	}

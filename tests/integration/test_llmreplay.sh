@@ -129,6 +129,22 @@ expect 2 "bandwidths" "$R" "$tmp/app.csv" --bandwidths fast
 { head -3 "$tmp/app.csv"; echo "99000,100,1,11,not-a-block,8,read"; } >"$tmp/bad.csv"
 expect 1 "bad.csv.*4" "$R" "$tmp/bad.csv" --format csv
 "$R" --help | grep -q EXAMPLES || fail "--help has no EXAMPLES"
+"$R" --help >/dev/full 2>/dev/null && fail "--help to a full stdout exited 0"
+# An output that is the trace is refused before anything is written: the trace stays whole.
+cp "$tmp/app.csv" "$tmp/same.csv"
+ln "$tmp/same.csv" "$tmp/same-link.csv"
+for o in --csv --json --svg --latency-svg; do
+	expect 2 "is the trace .*: writing it would destroy it" "$R" "$tmp/same.csv" -s 10% "$o=$tmp/same-link.csv"
+	cmp -s "$tmp/app.csv" "$tmp/same.csv" || fail "$o over the trace changed it"
+done
+expect 2 "give a size with a unit \(64MiB\), a percentage \(10%\) or Nblocks" "$R" "$tmp/app.csv" -s 99999999999999999999999MiB
+# A result file is written whole or not at all: one that cannot be renamed into place leaves the old one.
+echo old >"$tmp/kept.csv"
+chattr +i "$tmp/kept.csv" 2>/dev/null && {
+	"$R" "$tmp/app.csv" -p lru -s 10% --csv "$tmp/kept.csv" >/dev/null 2>&1 && fail "--csv over an immutable file exited 0"
+	chattr -i "$tmp/kept.csv"
+	[ "$(cat "$tmp/kept.csv")" = old ] || fail "a failed --csv changed the old file"
+}
 
 # --- the enforced replay: an mmap engine's trace (a 64 MiB weights file, read whole in the first pass and
 # then in 5 passes that show every other block only) in a memory cgroup of 70 MiB beside 8 MiB of

@@ -17,7 +17,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -159,7 +158,8 @@ private:
 	std::chrono::steady_clock::time_point start_;
 };
 
-// Writes with `fn` to `path` ("-" = stdout); throws std::system_error naming the file on failure.
+// Writes with `fn` to `path` ("-" = stdout), a file under a temporary name renamed into place once whole
+// (trace::OutputFile); throws std::system_error naming the file on failure.
 template <typename Fn> void write_output(const std::string &path, Fn fn)
 {
 	if (path == "-") {
@@ -169,13 +169,11 @@ template <typename Fn> void write_output(const std::string &path, Fn fn)
 			throw std::system_error(errno ? errno : EIO, std::generic_category(), "cannot write to stdout");
 		return;
 	}
-	std::ofstream out(path);
-	if (!out)
-		throw std::system_error(errno, std::generic_category(), "cannot write '" + path + "'");
-	fn(out);
+	std::ostringstream text;
+	fn(text);
+	trace::OutputFile out(path);
+	out.write(text.str());
 	out.close();
-	if (!out)
-		throw std::system_error(errno ? errno : EIO, std::generic_category(), "cannot write '" + path + "'");
 }
 
 // --enforce and its sizes, checked before the trace is read.
@@ -346,6 +344,9 @@ int run(int argc, char **argv)
 			     "      results as CSV in out.csv and as JSON on stdout\n"
 			     "  llmreplay llama.trace --enforce --memcg-limit 646MiB --engine-anon 97MiB --engine-code 12MiB\n"
 			     "      the disk reads per token of that mmap engine at 646 MiB: stock, module, daemon\n";
+		std::cout.flush();
+		if (!std::cout)
+			throw std::system_error(errno ? errno : EIO, std::generic_category(), "cannot write to stdout");
 		return 0;
 	}
 	if (!vm.count("trace"))
@@ -427,6 +428,10 @@ int run(int argc, char **argv)
 		}
 	}
 
+	for (const char *o : {"csv", "json", "svg", "latency-svg"})
+		if (vm.count(o) && trace::same_file(path, vm[o].as<std::string>()))
+			throw Usage(std::string("--") + o + " " + vm[o].as<std::string>() + " is the trace " + path +
+				    ": writing it would destroy it; write to another file");
 	std::optional<Enforce> enforce;
 	if (vm.count("enforce"))
 		enforce = parse_enforce(vm);
