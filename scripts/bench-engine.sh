@@ -12,9 +12,10 @@
 # Each mode gets a warm-up run, then RUNS measured runs; the page cache is dropped before every run.
 # Printed per model, limit and mode: median decode tokens/s and its ratio to stock, disk bytes read per
 # token (the device's counter during the decode, and during its second half, "late", once what the
-# engine's start moved has settled), what `llmreplay --enforce` predicts for it from a trace of the engine
-# recorded with llmtrace at 80% of the model (stock: the kernel as an LRU; bpf: the daemon executing the
-# planner; the VM's module rows: the module), major faults per token, refused or killed engines,
+# engine's start moved has settled), what `llmreplay --enforce` predicts for it from a trace of the
+# engine recorded with llmtrace under a limit of its anonymous memory and 80% of the model (stock: the
+# kernel as an LRU; bpf: the daemon executing the planner; the VM's module rows: the module), major
+# faults per token, refused or killed engines,
 # and the sizing rule's floor (model - (limit - the engine's own memory: its anonymous memory and the
 # code it keeps mapped, as the stock runs under the limit left them), bytes per token) and the ceiling
 # it allows (compute time of the unlimited run + floor at the disk's measured bandwidth, no overlap). CSV and an SVG plot go to RESULTS/bench-engine. Documentation/engine-bench.md has figures.
@@ -183,11 +184,11 @@ for spec in $models; do
 	fit_tps=$(json_num "$fit" tokens_per_s)
 	own=$(( $(json_num "$fit" rss_anon) + $(json_num "$fit" rss_code) ))
 	fit_anon=$(json_num "$fit" rss_anon) fit_code=$(json_num "$fit" rss_code)
-	record_trace "$model" "$out/$name.trace" $(( model_bytes * 80 / 100 ))
+	record_trace "$model" "$out/$name.trace" $(( fit_anon + model_bytes * 80 / 100 ))
 	echo
 	echo "model $name: $((model_bytes >> 20)) MiB (llmworkload gguf ${opts//,/ }), disk $(basename "$sysdev") at $((bw / 1000000)) MB/s," \
 		"read-ahead $(cat "$sysdev/queue/read_ahead_kb") KiB; no limit: $fit_tps tokens/s, anonymous memory $((fit_anon >> 20)) MiB, code mapped $((fit_code >> 20)) MiB"
-	[ -s "$out/$name.trace" ] && echo "trace for the predictions: $out/$name.trace, recorded at 80% of the model" ||
+	[ -s "$out/$name.trace" ] && echo "trace for the predictions: $out/$name.trace, recorded with the engine's anonymous memory and 80% of the model as the limit" ||
 		echo "no predictions: llmtrace could not record the engine ($(tail -n 1 "$out/llmtrace.err"))"
 	printf '%-9s %-5s %-18s %9s %8s %14s %10s %10s %13s %11s %13s  %s\n' limit "%" mode tokens/s "x stock" "MB read/token" \
 		"late MB/t" "predicted" "majflt/token" "floor MB/t" "ceiling t/s" notes
