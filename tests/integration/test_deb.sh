@@ -92,8 +92,10 @@ else
 		missing=$(dpkg -L "$p" | while read -r f; do [ -e "$f" ] || echo "$f"; done)
 		check "every file of $p is on disk ($missing)" test -z "$missing"
 	done
-	check "llmreplay --version says $version" test "$(/usr/bin/llmreplay --version)" = "llmreplay $version"
-	check "llmworkload --version says $version" test "$(/usr/bin/llmworkload --version)" = "llmworkload $version"
+	for t in /usr/bin/llmcachectl /usr/bin/llmtrace /usr/bin/llmreplay /usr/bin/llmworkload /usr/sbin/llmcached; do
+		v=$("$t" --version 2>&1 || true)
+		check "$t --version says $version ($v)" test "$v" = "$(basename "$t") $version"
+	done
 	for t in llmcachectl:1 llmtrace:1 llmreplay:1 llmworkload:1 llmcached:8; do
 		name=${t%:*} sec=${t#*:}
 		check "man $sec $name: from its --help, version $version" \
