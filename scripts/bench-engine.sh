@@ -26,7 +26,7 @@
 #              LLMCACHE_ENGINE_LIMITS   limits, as % of the model or in MiB (default 650MiB; empty:
 #                                       none, the VM rows only)
 #              LLMCACHE_ENGINE_MODES    (default "stock mlock bpf"; "bpf:--opt,--opt=value" passes
-#                                       llmcached options), _TOKENS (32), _THREADS (2)
+#                                       llmcached options), _TOKENS (64), _THREADS (2)
 #              LLMCACHE_ENGINE_VM       0: no VM rows; _VM_MODEL (the first model), _VM_LIMITS ("107", % of
 #                                       the model), _VM_TOKENS (4), _VM_RUNS (1), _VM_DISK_BPS (10000000),
 #                                       _VM_KERNEL (6.12). Each VM run takes minutes: 11 at the defaults.
@@ -38,7 +38,7 @@ bin=$build/bin
 models=${LLMCACHE_ENGINE_MODELS:-f16:--layers=24}
 limits=${LLMCACHE_ENGINE_LIMITS-650MiB}
 modes=${LLMCACHE_ENGINE_MODES:-stock mlock bpf}
-tokens=${LLMCACHE_ENGINE_TOKENS:-32} threads=${LLMCACHE_ENGINE_THREADS:-2}
+tokens=${LLMCACHE_ENGINE_TOKENS:-64} threads=${LLMCACHE_ENGINE_THREADS:-2}
 here=$(cd "$(dirname "$0")" && pwd)
 if [ "$(id -u)" -ne 0 ]; then echo "bench-engine.sh: skipped: needs root (memory cgroups, drop_caches, BPF)"; exit 0; fi
 engine=$(realpath -m "$build/engine")
@@ -204,7 +204,6 @@ for spec in $models; do
 			ceiling=$(awk -v t="$fit_tps" -v f="$floor" -v bw="$bw" 'BEGIN { printf "%.2f", 1 / (1 / t + f / bw) }')
 		}
 		floor_of "$own"
-		anon=$fit_anon code=$fit_code
 		declare -A tps=()
 		for mode in $modes; do
 			echo "$limit_bytes" >"$cg/$limit_file"
@@ -227,12 +226,11 @@ for spec in $models; do
 			of_runs() { if [ -f "$out/runs" ]; then awk "{ print $1 }" "$out/runs" | median; else echo 0; fi; }
 			t=$(of_runs '$1') mb=$(of_runs '$2 / $4 / 1e6') mf=$(of_runs '$3 / $4') late=$(of_runs '($7 ? $6 / $7 / 1e6 : 0)')
 			tps[$mode]=$t
-			# The stock engine under the limit: what it keeps of its own memory sets the floor, and the
-			# predictions' engine memory.
-			if [ "$mode" = stock ] && [ -f "$out/runs" ]; then
-				floor_of "$(of_runs '$5' | cut -d. -f1)"
-				anon=$(of_runs '$8' | cut -d. -f1) code=$(of_runs '$9' | cut -d. -f1)
-			fi
+			# The stock engine under the limit: what it keeps of its own memory sets the floor.
+			[ "$mode" != stock ] || [ ! -f "$out/runs" ] || floor_of "$(of_runs '$5' | cut -d. -f1)"
+			# The prediction's engine memory: what the engine had in that mode, anonymous and code.
+			anon=$fit_anon code=$fit_code
+			[ ! -f "$out/runs" ] || anon=$(of_runs '$8' | cut -d. -f1) code=$(of_runs '$9' | cut -d. -f1)
 			predicted=$(predict "$out/$name.trace" "${mode%%:*}" "$limit_bytes" "$anon" "$code" "$(cat "$sysdev/queue/read_ahead_kb")")
 			x=$(awk -v a="$t" -v b="${tps[stock]:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
 			notes=
@@ -284,10 +282,10 @@ else
 			if [ $mode = stock ]; then
 				stock_t=$t
 				own=$(awk '{ print $8 }' <<<"$ok_runs" | median)
-				vm_anon=$(awk '{ print $10 }' <<<"$ok_runs" | median | cut -d. -f1)
-				vm_code=$(awk '{ print $8 - $10 }' <<<"$ok_runs" | median | cut -d. -f1)
 				floor=$(awk -v m="$vm_model" -v o="$own" -v l="$limit" 'BEGIN { f = m + o - l; print (f > 0 ? f / 1e6 : 0) }')
 			fi
+			vm_anon=$(awk '{ print $10 }' <<<"$ok_runs" | median | cut -d. -f1)
+			vm_code=$(awk '{ print $8 - $10 }' <<<"$ok_runs" | median | cut -d. -f1)
 			x=$(awk -v a="$t" -v b="$stock_t" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
 			notes=
 			[ "$refused" = 0 ] || notes+="refused $refused; "
