@@ -182,8 +182,8 @@ for spec in $models; do
 	engine_run "$model" >/dev/null
 	fit=$(engine_run "$model")
 	fit_tps=$(json_num "$fit" tokens_per_s)
-	own=$(( $(json_num "$fit" rss_anon) + $(json_num "$fit" rss_code) ))
 	fit_anon=$(json_num "$fit" rss_anon) fit_code=$(json_num "$fit" rss_code)
+	own=$((fit_anon + fit_code))
 	record_trace "$model" "$out/$name.trace" $(( fit_anon + model_bytes * 80 / 100 ))
 	echo
 	echo "model $name: $((model_bytes >> 20)) MiB (llmworkload gguf ${opts//,/ }), disk $(basename "$sysdev") at $((bw / 1000000)) MB/s," \
