@@ -187,7 +187,7 @@ EnforceResult replay_enforced(const EnforceLoop &loop, EnforceMode mode, const E
 	const uint64_t cache = std::min(n, (c.limit - c.anon - c.code) / block_size);
 	const uint64_t unit = std::max<uint64_t>(c.read_around, LLC_PLAN_STREAM_UNIT);
 	EnforceResult res{mode};
-	const uint64_t margin = c.margin ? c.margin : std::max(daemon_headroom, 2 * c.read_around);
+	const uint64_t margin = std::max(daemon_headroom, 2 * c.read_around); // the daemon's
 	uint64_t budget = 0;
 	if (mode == EnforceMode::module) {
 		// kmod/memcg.c: the code counted at LLC_PLAN_CODE_KEPT, a margin of two stream units.

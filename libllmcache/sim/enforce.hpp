@@ -38,7 +38,6 @@ struct EnforceConfig {
 	uint64_t anon = 0;         // the engine's anonymous memory, bytes
 	uint64_t code = 0;         // the code it keeps using (binary, libraries), bytes
 	uint64_t read_around = 128 << 10; // the kernel's read-around of a fault: the device's read_ahead_kb
-	uint64_t margin = 0;       // daemon: what it keeps free besides the engine (0: its default, 16 MiB)
 	uint64_t pin_budget = UINT64_MAX; // the configured pin budget, bytes
 };
 
