@@ -59,6 +59,11 @@ int llc_plan_read_ahead(uint64_t readahead, uint64_t loop_bytes, uint64_t room)
 	return stream_need(readahead, loop_bytes, room) <= llc_div_u64(room, 3) * 2;
 }
 
+uint64_t llc_plan_window(uint64_t readahead, uint64_t limit)
+{
+	return 4 * readahead < (limit >> 3) ? 4 * readahead : limit >> 3;
+}
+
 /* The unpinned run that starts at or after block b, before hi: [*first, *end). 0 when there is none. */
 static int unpinned_run(const struct llc_span *p, uint32_t n, uint64_t b, uint64_t hi, uint64_t *first, uint64_t *end)
 {

@@ -93,6 +93,13 @@ uint64_t llc_plan_stream_room(uint64_t readahead, uint64_t loop_bytes, uint64_t 
 int llc_plan_read_ahead(uint64_t readahead, uint64_t loop_bytes, uint64_t room);
 
 /*
+ * How far ahead of such an engine its stream is read, in bytes, for stream units of readahead bytes
+ * under a limit: four units (a matrix or two of the engine's, read while it computes on the one
+ * before), an eighth of the limit at most, so that a small cgroup's stream room is not all read ahead.
+ */
+uint64_t llc_plan_window(uint64_t readahead, uint64_t limit);
+
+/*
  * The blocks to read ahead in a loop over blocks [lo, hi) whose pinned blocks are pinned[0..n_pinned)
  * (sorted, disjoint), for an engine whose last access was at block position: the first `window` unpinned
  * blocks after position in loop order, wrapping at hi to lo. *asked_to is where the previous call's

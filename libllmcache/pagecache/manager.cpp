@@ -213,7 +213,7 @@ uint64_t Manager::headroom() const
 // blocks lags, it makes the six of the stream's room (llc_plan_stream_room).
 uint64_t Manager::window_bytes() const
 {
-	return std::min(4 * stream_unit(), memcg_limit_ / 8);
+	return llc_plan_window(stream_unit(), memcg_limit_);
 }
 
 // What the engines' cgroup keeps free besides their own memory. Until a mapped file has run a loop, since

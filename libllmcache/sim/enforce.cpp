@@ -205,7 +205,7 @@ EnforceResult replay_enforced(const EnforceLoop &loop, EnforceMode mode, const E
 	const uint64_t shared = c.limit - c.anon - c.code > margin ? c.limit - c.anon - c.code - margin : 0;
 	const bool prefetch = mode == EnforceMode::daemon && res.pinned && llc_plan_read_ahead(unit, n * block_size, shared);
 	const llc_span head{0, res.pinned};
-	const uint64_t window = std::min(4 * unit, c.limit / 8) / block_size;
+	const uint64_t window = llc_plan_window(unit, c.limit) / block_size;
 	uint64_t position = UINT64_MAX, asked_to = UINT64_MAX, dropped_to = UINT64_MAX;
 	llc_span spans[max_spans];
 	const uint64_t around = std::max<uint64_t>(c.read_around / block_size, 1);

@@ -108,6 +108,16 @@ static void expect(const struct llc_span *got, uint32_t n, const uint64_t (*want
 	}
 }
 
+static void plan_window__four_units_at_most_an_eighth_of_the_limit(void **state)
+{
+	(void)state;
+	assert_int_equal(32 * MiB, llc_plan_window(8 * MiB, 646 * MiB));
+	assert_int_equal(16 * MiB, llc_plan_window(4 * MiB, 700 * MiB));
+	/* A small cgroup: an eighth of it. */
+	assert_int_equal(12 * MiB, llc_plan_window(8 * MiB, 96 * MiB));
+	assert_int_equal(0, llc_plan_window(4 * MiB, 0));
+}
+
 static void plan_prefetch__pinned_head__window_after_position_then_only_what_is_new(void **state)
 {
 	const struct llc_span pinned[] = { { 0, 60 } };
@@ -248,6 +258,7 @@ int main(void)
 		cmocka_unit_test(plan_mapped_budget__none_when_it_fits_else_the_stream_room_left_out),
 		cmocka_unit_test(plan_stream_room__six_windows_or_a_third_of_what_is_left_out_at_most_two_thirds),
 		cmocka_unit_test(plan_read_ahead__not_where_the_stream_room_is_at_its_cap),
+		cmocka_unit_test(plan_window__four_units_at_most_an_eighth_of_the_limit),
 		cmocka_unit_test(plan_prefetch__pinned_head__window_after_position_then_only_what_is_new),
 		cmocka_unit_test(plan_prefetch__scattered_pins__unpinned_runs_only_window_counts_them),
 		cmocka_unit_test(plan_prefetch__everything_pinned_or_empty_loop__nothing),
