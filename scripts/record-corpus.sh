@@ -25,7 +25,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 out=$(realpath -m "${2:-$here/../tests/data/traces}")
 only=${LLMCACHE_CORPUS_ONLY:-.}
 bin=$build/bin
-threads=2 decode_tokens=8 prompt_tokens_wanted=1
+threads=2 decode_phase_tokens=8 prompt_phase_tokens=1 # tokens generated in each phase
 short_prompt="The quick brown fox jumps over the lazy dog"
 # 390 tokens of this vocabulary (byte-level for most of it): one prompt-processing batch of 512.
 long_prompt=$(for i in $(seq 12); do printf 'The quick brown fox %d jumps over the lazy dog. ' "$i"; done)
@@ -114,7 +114,7 @@ for spec in "${models[@]}"; do
 		if [ $access = mmap ]; then rooms=$mmap_room_pcts script=generate.mjs; else rooms=none script=generate-read.mjs; fi
 		for room in $rooms; do
 			for phase in prompt decode; do
-				if [ $phase = prompt ]; then tokens=$prompt_tokens_wanted prompt=$long_prompt; else tokens=$decode_tokens prompt=$short_prompt; fi
+				if [ $phase = prompt ]; then tokens=$prompt_phase_tokens prompt=$long_prompt; else tokens=$decode_phase_tokens prompt=$short_prompt; fi
 				if [ "$room" = none ]; then name=engine-$mname-$access-$phase limit=max
 				else name=engine-$mname-$access-$room-$phase limit=$(( anon + model_bytes * room / 100 )); fi
 				[[ $name =~ $only ]] || continue
