@@ -24,6 +24,17 @@ struct llc_access_run {
 };
 
 /* A registered file: found by its mapping from the hooks (RCU hash), held by a file reference. */
+/* An mmap engine's stream read ahead of it (stream.c): set under llc_reg_mutex and llc.lock, moved under llc.lock. */
+struct llc_stream {
+	struct mem_cgroup *memcg; /* the engine's cgroup, a css reference; NULL: not read ahead */
+	u64 lo, hi;               /* its loop [lo, hi) */
+	u64 head;                 /* pinned: [lo, lo + head) */
+	u64 window;               /* blocks read ahead of the engine */
+	u64 lag;                  /* blocks behind its position that its threads may still use */
+	u64 position, asked_to;   /* llc_plan_position, llc_plan_prefetch */
+	u64 dropped_to;           /* llc_plan_passed */
+};
+
 struct llc_file {
 	struct hlist_node node;         /* llc_files_hash, RCU */
 	struct list_head list;          /* llc_files_list, under llc_reg_mutex */
@@ -55,6 +66,7 @@ struct llc_file {
 	u32 nr_tail;
 	struct llc_access_run tail_aged[LLC_TAIL_SPANS]; /* those of the tick before, under llc_reg_mutex */
 	u32 nr_tail_aged;
+	struct llc_stream stream;
 };
 
 struct llc_state {
@@ -133,6 +145,8 @@ struct llc_memcg_files {
 u64 llc_memcg_allowance(struct mem_cgroup *memcg, u64 limit, const struct llc_memcg_files *files);
 void llc_memcg_granted(const struct mem_cgroup *memcg, u64 blocks);
 void llc_memcg_range(const struct mem_cgroup *memcg, struct llc_file *f, pgoff_t first, u64 count);
+u64 llc_memcg_window(const struct mem_cgroup *memcg);
+struct mem_cgroup *llc_limiting_memcg(struct llc_file *f, pgoff_t first, u64 count, u64 *limit);
 
 /* HOT protection (hot.c), SEQ invalidation (seq.c), the shrinker (shrink.c). */
 void llc_hot_kick(void);
@@ -145,6 +159,14 @@ void llc_seq_exit(void);
 int llc_shrink_init(void);
 void llc_shrink_exit(void);
 u64 llc_cache_room(void);
+
+/* Reading an mmap engine's stream ahead of it (stream.c). */
+struct llc_pin_range;
+void llc_stream_plan(const struct llc_pin_range *plan, u32 n);
+void llc_stream_forget(struct llc_file *f);
+bool llc_stream_note(struct llc_file *f, u64 last);
+void llc_stream_kick(void);
+void llc_stream_exit(void);
 
 /* Dropping the passed unpinned blocks of loops that cannot fit (tail.c). */
 bool llc_tail_note(struct llc_file *f, pgoff_t first, pgoff_t last);

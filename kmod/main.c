@@ -80,7 +80,7 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 	const unsigned int shift = PAGE_SHIFT - LLMCACHE_BLOCK_SHIFT;
 	struct llc_file *f;
 	u64 b, n, now, seq = 0, loop = 0;
-	bool kick = false, hot_kick = false, tail = false, hot;
+	bool kick = false, hot_kick = false, tail = false, stream = false, hot;
 
 	if (!static_branch_unlikely(&llc_active) || last < first)
 		return;
@@ -120,6 +120,8 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 		}
 		if (loop && !(READ_ONCE(f->flags) & LLMCACHE_FILE_NO_DROP))
 			tail = llc_tail_note(f, first, last);
+		if (loop)
+			stream = llc_stream_note(f, b - 1);
 		spin_unlock(&llc.lock);
 	}
 	rcu_read_unlock();
@@ -131,6 +133,8 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 		llc_hot_kick();
 	if (tail)
 		llc_tail_kick();
+	if (stream)
+		llc_stream_kick();
 }
 
 void llc_feed_cache(struct folio *folio, bool added)
@@ -263,6 +267,7 @@ void llc_unregister(struct llc_file *f)
 	llc.nr_files--;
 	llc_update_active();
 	llc_unpin_all(f);
+	llc_stream_forget(f);
 	llc_loops_file_del(f);
 	kobject_put(&f->kobj); /* release: fput, then kfree after an RCU grace period */
 }
@@ -347,6 +352,7 @@ static void __exit llc_exit(void)
 	llc_kv_exit();
 	llc_sysfs_exit(); /* no more writes that kick the pin worker */
 	llc_pin_exit();
+	llc_stream_exit();
 	rcu_barrier(); /* the files' kfree_rcu callbacks run before the module text goes */
 	kvfree(llc_core_mem);
 	pr_info("llmcache: unloaded\n");

@@ -71,6 +71,7 @@ static struct llc_memcg_slot {
 	u64 engine;                     /* blocks: the most llc_memcg_engine() has seen it hold */
 	u64 room;                       /* blocks its files may pin now */
 	u64 granted;                    /* blocks the last plan gave them */
+	u64 window;                     /* blocks read ahead of its mmap engine (stream.c), 0: none */
 	u64 pressed_ns;                 /* when its room last shrank */
 	bool pressed;                   /* its reclaim found nothing to free since the last plan */
 	bool seen;                      /* met by the plan being computed */
@@ -259,21 +260,51 @@ static u64 llc_memcg_engine(struct mem_cgroup *memcg)
 	return usage > file ? usage - file : 0;
 }
 
-/* The planner's allowance, in blocks, for files bound by a limit (blocks) beside engine blocks. */
-static u64 llc_memcg_plan(u64 limit, u64 engine, const struct llc_memcg_files *files)
+/* What the planner knows of an engine bound by a limit (blocks) beside engine blocks, in bytes. */
+static struct llc_memcg_snapshot llc_memcg_snapshot(u64 limit, u64 engine, u64 unit)
 {
-	u64 unit = max_t(u64, files->readahead << PAGE_SHIFT, LLC_PLAN_STREAM_UNIT);
-	struct llc_memcg_snapshot m = {
+	return (struct llc_memcg_snapshot){
 		.limit = limit << PAGE_SHIFT,
 		.anon = engine << PAGE_SHIFT,
 		.code = LLC_PLAN_CODE_KEPT,
 		.margin = 2 * unit,
 	};
+}
+
+/* The stream unit of the files: their devices' read-ahead, a PMD-size folio at least. */
+static u64 llc_memcg_unit(const struct llc_memcg_files *files)
+{
+	return max_t(u64, files->readahead << PAGE_SHIFT, LLC_PLAN_STREAM_UNIT);
+}
+
+/* The planner's allowance, in blocks, for files bound by a limit (blocks) beside engine blocks. */
+static u64 llc_memcg_plan(u64 limit, u64 engine, const struct llc_memcg_files *files)
+{
+	u64 unit = llc_memcg_unit(files);
+	struct llc_memcg_snapshot m = llc_memcg_snapshot(limit, engine, unit);
 
 	if (!files->mapped)
 		return limit / 2;
 	return llc_plan_mapped_budget(U64_MAX, &m, LLC_PLAN_CODE_KEPT, unit, files->mapped_blocks << PAGE_SHIFT) >>
 	       PAGE_SHIFT;
+}
+
+/*
+ * The blocks read ahead of an mmap engine whose files, bound by a limit beside engine blocks, get an
+ * allowance: the planner's window, where its stream has the room for it (what the cgroup leaves besides
+ * the engine, its code and the margin, as llc_plan_mapped_budget counts it); none for read() engines
+ * (the kernel's read-ahead follows their reads) and where the files fit.
+ */
+static u64 llc_memcg_stream_window(u64 limit, u64 engine, const struct llc_memcg_files *files, u64 allowance)
+{
+	u64 unit = llc_memcg_unit(files), own;
+	struct llc_memcg_snapshot m = llc_memcg_snapshot(limit, engine, unit);
+
+	own = m.anon + m.code + m.margin;
+	if (!files->mapped || !allowance ||
+	    !llc_plan_read_ahead(unit, files->mapped_blocks << PAGE_SHIFT, m.limit > own ? m.limit - own : 0))
+		return 0;
+	return llc_plan_window(unit, m.limit) >> PAGE_SHIFT;
 }
 
 /*
@@ -301,6 +332,7 @@ u64 llc_memcg_allowance(struct mem_cgroup *memcg, u64 limit, const struct llc_me
 	}
 	s->engine = max(s->engine, engine);
 	s->allowance = llc_memcg_plan(limit, s->engine, files);
+	s->window = llc_memcg_stream_window(limit, s->engine, files, s->allowance);
 	s->room = min(s->room, s->allowance);
 	s->seen = true;
 	s->nr_ranges = 0;
@@ -336,6 +368,22 @@ void llc_memcg_range(const struct mem_cgroup *memcg, struct llc_file *f, pgoff_t
 		s->ranges[s->nr_ranges++] = (struct llc_memcg_range){ f->mapping, first, first + count };
 	}
 	spin_unlock_irqrestore(&llc_memcg_lock, flags);
+}
+
+/* The blocks read ahead of memcg's mmap engine, as its last plan found them; none while its pressure
+ * keeps the pins below the allowance. */
+u64 llc_memcg_window(const struct mem_cgroup *memcg)
+{
+	struct llc_memcg_slot *s;
+	unsigned long flags;
+	u64 window = 0;
+
+	spin_lock_irqsave(&llc_memcg_lock, flags);
+	s = llc_memcg_slot(memcg);
+	if (s && s->room >= s->allowance)
+		window = s->window;
+	spin_unlock_irqrestore(&llc_memcg_lock, flags);
+	return window;
 }
 
 static void llc_memcg_lookup(struct tracepoint *tp, void *priv)

@@ -266,7 +266,7 @@ static struct folio *llc_resident_from(struct llc_file *f, pgoff_t index, pgoff_
  * a page cache drop's leftovers). *limit gets that limit in blocks. Caller holds rcu_read_lock(), which
  * keeps the cgroup.
  */
-static struct mem_cgroup *llc_limiting_memcg(struct llc_file *f, pgoff_t first, u64 count, u64 *limit)
+struct mem_cgroup *llc_limiting_memcg(struct llc_file *f, pgoff_t first, u64 count, u64 *limit)
 {
 	struct mem_cgroup *memcg, *binding = NULL;
 	unsigned long max = PAGE_COUNTER_MAX;
@@ -510,6 +510,7 @@ static unsigned long llc_pin_apply(u64 budget, bool release_only)
 	}
 	memcpy(llc_prev, llc_plan, n * sizeof(*llc_plan));
 	llc_prev_n = n;
+	llc_stream_plan(llc_plan, n);
 	return released;
 }
 

@@ -85,6 +85,7 @@ enum llmcache_stat {
 	LLMCACHE_STAT_SEQ_DROPPED,       /* SEQ pages invalidated once their scan had passed, or under pressure */
 	LLMCACHE_STAT_HOT_PROTECTED,     /* HOT blocks protected now (within hot_reserve) */
 	LLMCACHE_STAT_LOOP_DROPPED,      /* unpinned LOOP pages dropped after their access (loops that cannot fit) */
+	LLMCACHE_STAT_LOOP_READ_AHEAD,   /* unpinned LOOP blocks read ahead of an mmap engine (loops that cannot fit) */
 	LLMCACHE_NR_STATS
 };
 
@@ -138,12 +139,15 @@ struct llmcache_ioc_stats {
  * Per-file options (LLMCACHE_IOC_SET_FILE_OPTS / LLMCACHE_IOC_GET_FILE_OPTS). flags: LLMCACHE_FILE_*;
  * an unknown bit is refused with EINVAL. pin_limit: bytes of this file the module may pin, 0: no
  * per-file limit (pin_budget still applies). NO_PIN: never pin the file's blocks; NO_DROP: never
- * invalidate its SEQ blocks or loop tails; NO_PROTECT: never protect its HOT blocks.
+ * invalidate its SEQ blocks or loop tails; NO_PROTECT: never protect its HOT blocks; NO_READ_AHEAD: never
+ * read its loop's stream ahead of an mmap engine (stats/loop_read_ahead).
  */
 #define LLMCACHE_FILE_NO_PIN (1u << 0)
 #define LLMCACHE_FILE_NO_DROP (1u << 1)
 #define LLMCACHE_FILE_NO_PROTECT (1u << 2)
-#define LLMCACHE_FILE_FLAGS_ALL (LLMCACHE_FILE_NO_PIN | LLMCACHE_FILE_NO_DROP | LLMCACHE_FILE_NO_PROTECT)
+#define LLMCACHE_FILE_NO_READ_AHEAD (1u << 3)
+#define LLMCACHE_FILE_FLAGS_ALL \
+	(LLMCACHE_FILE_NO_PIN | LLMCACHE_FILE_NO_DROP | LLMCACHE_FILE_NO_PROTECT | LLMCACHE_FILE_NO_READ_AHEAD)
 
 struct llmcache_ioc_file_opts {
 	__s32 fd;        /* a descriptor of a registered file */

@@ -227,8 +227,8 @@ static const char *const read_only[] = {
 	"hook_mode", "registered", "stats/accesses", "stats/hits", "stats/misses", "stats/seq_blocks",
 	"stats/loop_blocks", "stats/hot_blocks", "stats/loop_iterations", "stats/seqs_created",
 	"stats/seqs_recycled", "stats/chunks_recycled", "stats/pinned", "stats/shrinker_released",
-	"stats/events_dropped", "stats/seq_dropped", "stats/hot_protected", "stats/loop_dropped", "stats/seq_seqs",
-	"stats/loop_seqs", "stats/hot_seqs",
+	"stats/events_dropped", "stats/seq_dropped", "stats/hot_protected", "stats/loop_dropped",
+	"stats/loop_read_ahead", "stats/seq_seqs", "stats/loop_seqs", "stats/hot_seqs",
 };
 
 /* Every file exists, has the documented mode, reads as one value; nothing else is there. */
@@ -1217,7 +1217,7 @@ TEST_F(llmcache, file_opts)
 	snprintf(sys, sizeof(sys), "files/%llu/pin_limit", (unsigned long long)id);
 	EXPECT_EQ(1 << 20, sysfs_num(sys));
 	/* Unknown flags are refused and change nothing. */
-	EXPECT_EQ(-EINVAL, file_opts(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, fd, 1u << 3, 0, NULL));
+	EXPECT_EQ(-EINVAL, file_opts(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, fd, 1u << 4, 0, NULL));
 	EXPECT_EQ(-EINVAL, file_opts(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, fd, 0x80000000u | LLMCACHE_FILE_NO_PIN, 0, NULL));
 	ASSERT_EQ(0, file_opts(self->dev, LLMCACHE_IOC_GET_FILE_OPTS, fd, 0, 0, &o));
 	EXPECT_EQ(LLMCACHE_FILE_NO_PIN | LLMCACHE_FILE_NO_PROTECT, o.flags);
@@ -1991,6 +1991,91 @@ TEST_F_TIMEOUT(llmcache, pins_capped_by_memcg, 300)
 	umount(MEMCG_ROOT);
 	close(fd);
 	unlink(file);
+}
+
+/* The bytes of page cache charged to cgroup cg (memory.stat's "file"), or -1. */
+static long long memcg_file_bytes(const char *cg)
+{
+	char path[256], line[256];
+	long long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/memory.stat", cg);
+	f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "file %lld", &v) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/*
+ * An mmap engine in a 64 MiB cgroup loops over a 96 MiB file: the planner pins the loop's head and
+ * leaves the stream its room, and the module reads the stream ahead of the engine (kmod/stream.c), in
+ * the window after its position and, at the end of an iteration, the next iteration's first unpinned
+ * blocks, and drops what the engine passed. The pages read ahead are charged to the engine's cgroup:
+ * once the engine is gone, every resident page of the file is in the cgroup's page cache, the window
+ * read for the iteration that did not come among them. With LLMCACHE_FILE_NO_READ_AHEAD nothing is read
+ * ahead.
+ */
+TEST_F_TIMEOUT(llmcache, stream_read_ahead_in_memcg, 300)
+{
+	const char *cg = MEMCG_ROOT "/llmcache-stream", *why = NULL;
+	const int loop = 24576;
+	char path[256], events[512];
+	long long read_ahead, dropped, pinned, charged;
+	int fd, status, total;
+	pid_t pid;
+
+	ASSERT_LE(0, memcg_make(cg, "67108864", &why));
+	if (why)
+		SKIP(return, "%s", why);
+	fd = scratch_file("memcg-stream", 0, path, sizeof(path));
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, ftruncate(fd, (off_t)loop * 4096)); /* sparse: its holes read as page-cache pages of zeros */
+	drop_caches();
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
+	ASSERT_EQ(0, sysfs_write("pin_budget", "268435456"));
+	read_ahead = sysfs_num("stats/loop_read_ahead");
+	dropped = sysfs_num("stats/loop_dropped");
+
+	pid = fork_into(cg);
+	if (!pid)
+		_exit(sweep_mapped(fd, (off_t)loop * 4096, 8) ? 3 : 0);
+	status = reap(pid);
+	ASSERT_NE(-1, status);
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		TH_LOG("the engine did not finish: status %#x (killed by signal %d)", status,
+		       WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	EXPECT_NE(NULL, strstr(memcg_events(cg, events, sizeof(events)), "oom_kill 0")) TH_LOG("memory.events: %s", events);
+	sleep(1); /* the last window's reads complete */
+	pinned = sysfs_num("stats/pinned");
+	read_ahead = sysfs_num("stats/loop_read_ahead") - read_ahead;
+	dropped = sysfs_num("stats/loop_dropped") - dropped;
+	total = resident(fd, 0, loop);
+	charged = memcg_file_bytes(cg);
+	TH_LOG("%lld pinned, %lld blocks read ahead, %lld dropped, %d resident, %lld bytes of page cache in the cgroup",
+	       pinned, read_ahead, dropped, total, charged);
+	EXPECT_LT(0, pinned) TH_LOG("the loop's head is not pinned");
+	EXPECT_GT(loop, pinned) TH_LOG("the whole loop is pinned: nothing to read ahead");
+	EXPECT_LT(loop - pinned, read_ahead) TH_LOG("less than an iteration's stream was read ahead");
+	EXPECT_LT(loop - pinned, dropped) TH_LOG("less than an iteration's stream was dropped once passed");
+	EXPECT_LT(pinned, total) TH_LOG("nothing read ahead for the next iteration is resident");
+	EXPECT_LE((long long)total * 4096, charged + (1 << 20)) TH_LOG("pages read ahead are charged to another cgroup");
+
+	ASSERT_EQ(0, file_opts(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, fd, LLMCACHE_FILE_NO_READ_AHEAD, 0, NULL));
+	read_ahead = sysfs_num("stats/loop_read_ahead");
+	pid = fork_into(cg);
+	if (!pid)
+		_exit(sweep_mapped(fd, (off_t)loop * 4096, 2) ? 3 : 0);
+	ASSERT_NE(-1, reap(pid));
+	EXPECT_EQ(read_ahead, sysfs_num("stats/loop_read_ahead")) TH_LOG("NO_READ_AHEAD: blocks were read ahead");
+	ASSERT_EQ(0, sysfs_write("enable", "0"));
+	EXPECT_EQ(0, rmdir(cg));
+	umount(MEMCG_ROOT);
+	close(fd);
+	unlink(path);
 }
 
 /* A child in cgroup cg touches mib MiB of anonymous memory in small pages: its wait status. */

@@ -104,7 +104,7 @@ const char *const top_names[] = {"enable", "pin_budget", "hot_reserve", "bw", "t
 const char *const stat_names[] = {"accesses", "hits", "misses", "seq_blocks", "loop_blocks", "hot_blocks",
 				  "loop_iterations", "seqs_created", "seqs_recycled", "chunks_recycled", "pinned",
 				  "shrinker_released", "events_dropped", "seq_dropped", "hot_protected",
-				  "loop_dropped", "seq_seqs", "loop_seqs", "hot_seqs"};
+				  "loop_dropped", "loop_read_ahead", "seq_seqs", "loop_seqs", "hot_seqs"};
 const char *const sizing_names[] = {"bw_measured", "t_measured_ns"};
 const char *const auto_names[] = {"mode", "target", "min_size", "registered", "scans"};
 const char *const kv_names[] = {"sessions", "selects", "beta_milli", "pushes", "last_push_ns"};
@@ -251,7 +251,7 @@ bool positionals(const std::vector<std::string> &args, const po::options_descrip
 int registration(const std::string &cmd, const std::vector<std::string> &args)
 {
 	const bool reg = cmd == "register", opts_cmd = cmd == "set-file", takes_opts = reg || opts_cmd;
-	bool no_pin = false, no_drop = false, no_protect = false;
+	bool no_pin = false, no_drop = false, no_protect = false, no_read_ahead = false;
 	std::string pin_limit_text = "0";
 	std::vector<std::string> paths;
 	po::options_description d("Options");
@@ -260,6 +260,8 @@ int registration(const std::string &cmd, const std::vector<std::string> &args)
 		d.add_options()("no-pin", po::bool_switch(&no_pin), "never pin the files' blocks")(
 			"no-drop", po::bool_switch(&no_drop), "never invalidate the files' SEQ blocks")(
 			"no-protect", po::bool_switch(&no_protect), "never protect the files' HOT blocks")(
+			"no-read-ahead", po::bool_switch(&no_read_ahead),
+			"never read the files' loops ahead of an mmap engine")(
 			"pin-limit", po::value(&pin_limit_text)->default_value(pin_limit_text),
 			"bytes each file may pin (0: only pin_budget limits it)");
 	const bool help = positionals(args, d, paths);
@@ -282,7 +284,7 @@ int registration(const std::string &cmd, const std::vector<std::string> &args)
 	}
 	llmcache_ioc_file_opts opts{};
 	opts.flags = (no_pin ? LLMCACHE_FILE_NO_PIN : 0) | (no_drop ? LLMCACHE_FILE_NO_DROP : 0) |
-		     (no_protect ? LLMCACHE_FILE_NO_PROTECT : 0);
+		     (no_protect ? LLMCACHE_FILE_NO_PROTECT : 0) | (no_read_ahead ? LLMCACHE_FILE_NO_READ_AHEAD : 0);
 	try {
 		opts.pin_limit = units::parse_bytes(pin_limit_text);
 	} catch (const std::invalid_argument &e) {

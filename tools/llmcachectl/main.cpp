@@ -23,7 +23,7 @@ int main(int argc, char **argv)
 		{"register", "register files with llmcache.ko (root)", cmd_register},
 		{"unregister", "unregister files from llmcache.ko (root)", cmd_unregister},
 		{"set", "set llmcache.ko's tunables: pin_budget=512MiB bw=1GB/s t=100ms (root)", cmd_set},
-		{"set-file", "set registered files' options: --no-pin --no-drop --no-protect --pin-limit (root)", cmd_set_file},
+		{"set-file", "set registered files' options: --no-pin --no-drop --no-protect --no-read-ahead --pin-limit (root)", cmd_set_file},
 		{"loops", "llmcache.ko or llmcached --mode=bpf: per-loop N, period, S_min, pinned, deficit, stall (--json)", cmd_loops_routed},
 		{"auto", "register the large files of a process or cgroup automatically (root)", cmd_auto},
 		{"kv", "the KV service: `kv status` lists llmcached's sessions and pool statistics", cmd_kv},
