@@ -29,7 +29,9 @@
 #                                       llmcached options), _TOKENS (64), _THREADS (2)
 #              LLMCACHE_ENGINE_VM       0: no VM rows; _VM_MODEL (the first model), _VM_LIMITS ("107", % of
 #                                       the model), _VM_TOKENS (4), _VM_RUNS (1), _VM_DISK_BPS (10000000),
-#                                       _VM_KERNEL (6.12). Each VM run takes minutes: 11 at the defaults.
+#                                       _VM_KERNEL (6.12), _VM_NO_READ_AHEAD (1: the module's runs
+#                                       again without its read-ahead). Each VM run takes minutes: 11
+#                                       at the defaults.
 set -euo pipefail
 build=${1:?usage: bench-engine.sh BUILD_DIR [RESULTS_DIR] [RUNS]}
 out=${2:-results}/bench-engine
@@ -273,7 +275,7 @@ else
 	runs_of() { awk -v l="$limit" -v m="$mode" '$1 == "result" && $2 == l && $3 == m' "$vm_out"; }
 	for limit in $(awk '$1 == "result" { print $2 }' "$vm_out" | uniq); do
 		pct=$(( limit * 100 / vm_model ))
-		for mode in stock module; do
+		for mode in stock module $([ "${LLMCACHE_ENGINE_VM_NO_READ_AHEAD:-0}" = 1 ] && echo module-no-read-ahead); do
 			ok_runs=$(runs_of | awk '$9 == "ok"')
 			t=$(awk '{ print $4 }' <<<"$ok_runs" | median)
 			mb=$(awk '$6 { print $5 / $6 / 1e6 }' <<<"$ok_runs" | median)

@@ -9,9 +9,11 @@
 # greedy, $LLMCACHE_ENGINE_VM_TOKENS tokens) in a cgroup v2 memory group at that limit, page cache
 # dropped before each run: $LLMCACHE_ENGINE_VM_RUNS runs without the module, then the module loaded, the
 # model registered and a pin budget far above the limit (the planner caps it to the cgroup), a warm-up
-# run and as many measured runs. One line per measured run:
+# run and as many measured runs; with LLMCACHE_ENGINE_VM_NO_READ_AHEAD=1, as many again with the model
+# flagged --no-read-ahead (mode module-no-read-ahead: the module without kmod/stream.c). One line per
+# measured run:
 #   result LIMIT_BYTES MODE TOKENS_PER_S DISK_BYTES DECODE_TOKENS MAJOR_FAULTS OWN_BYTES OUTCOME ANON_BYTES
-# (MODE stock or module; DISK_BYTES read from the scratch disk during the decode; OWN_BYTES the engine's
+# (MODE stock, module or module-no-read-ahead; DISK_BYTES read from the scratch disk during the decode; OWN_BYTES the engine's
 # anonymous memory and code at its end, ANON_BYTES the first of them; OUTCOME ok, refused, killed or
 # failed).
 b=$LLMCACHE_BIN
@@ -57,6 +59,10 @@ for pct in ${LLMCACHE_ENGINE_VM_LIMITS:-107}; do
 	"$b/llmcachectl" register "$model" >/dev/null && "$b/llmcachectl" set pin_budget=1GiB >/dev/null || exit 1
 	run "$limit" module >/dev/null
 	for _ in $(seq "$runs"); do run "$limit" module; done
+	if [ "${LLMCACHE_ENGINE_VM_NO_READ_AHEAD:-0}" = 1 ]; then
+		"$b/llmcachectl" set-file --no-read-ahead "$model" >/dev/null || exit 1
+		for _ in $(seq "$runs"); do run "$limit" module-no-read-ahead; done
+	fi
 	echo "pinned $limit $(cat /sys/kernel/llmcache/stats/pinned) released $(cat /sys/kernel/llmcache/stats/shrinker_released)"
 	rmmod llmcache || exit 1
 done
