@@ -13,6 +13,10 @@
 // a missed block that would itself be the next victim is not admitted (bypass), so a loop of N blocks in
 // a cache of C < N keeps its lowest C blocks and hits C times per iteration, where LRU hits none.
 // Resident blocks of a sequence the core has recycled become orphans, evicted before anything else.
+// Every SEQ sequence that holds a block is in the age queue: one that lost all its blocks leaves it and
+// joins it again, as the newest scan, when it gets a block back (a scan that was drained by a newer one
+// and then ran on); otherwise its blocks could never be evicted and, once the queue is empty, every miss
+// would be refused.
 #include "policies.hpp"
 
 #include <cstdlib>
@@ -53,6 +57,7 @@ public:
 			next_[i] = i + 1 < capacity ? i + 1 : nil;
 		free_ = capacity ? 0 : nil;
 		gen_.assign(hot_list, ~uint64_t(0));
+		queued_.assign(hot_list, 0);
 		cls_.assign(hot_list + 1, LLMCACHE_CLASS_SEQ);
 		cls_[hot_list] = LLMCACHE_CLASS_HOT;
 	}
@@ -95,7 +100,7 @@ private:
 			gen_[v.seq] = s->created_vt;
 			cls_[v.seq] = v.cls;
 			if (v.cls == LLMCACHE_CLASS_SEQ)
-				seq_age_.push_back(v.seq);
+				queue_scan(v.seq);
 			return;
 		}
 		if (cls_[v.seq] == v.cls)
@@ -113,7 +118,17 @@ private:
 			resident_[v.cls] += lists_[v.seq].count;
 		}
 		if (v.cls == LLMCACHE_CLASS_SEQ)
-			seq_age_.push_back(v.seq);
+			queue_scan(v.seq);
+	}
+
+	// Put a SEQ sequence at the end of the age queue unless it is in it already (then it keeps its
+	// place, as a recycled or reclassified id always did).
+	void queue_scan(uint32_t seq)
+	{
+		if (queued_[seq])
+			return;
+		queued_[seq] = 1;
+		seq_age_.push_back(seq);
 	}
 
 	void orphan_all(uint32_t seq)
@@ -136,6 +151,8 @@ private:
 		List &l = lists_[list];
 		if (list == orphan_seq && l.count == 0)
 			seq_age_.push_front(orphan_seq); // orphans are the oldest scan of all
+		else if (l.count == 0 && list != hot_list && cls_[list] == LLMCACHE_CLASS_SEQ)
+			queue_scan(list); // a scan that was drained gets a block again
 		seq_of_[slot] = list;
 		prev_[slot] = l.tail;
 		next_[slot] = nil;
@@ -187,6 +204,8 @@ private:
 			if (lists_[s].count && cls_[s] == LLMCACHE_CLASS_SEQ)
 				return s;
 			seq_age_.pop_front();
+			if (s != orphan_seq)
+				queued_[s] = 0;
 		}
 		return nil;
 	}
@@ -245,6 +264,7 @@ private:
 	std::vector<uint64_t> gen_;                  // created_vt of the sequence each id last stood for
 	std::vector<uint8_t> cls_;                   // class of each list
 	std::deque<uint32_t> seq_age_;               // sequences in the order they became SEQ
+	std::vector<uint8_t> queued_;                // per sequence id: in seq_age_
 	uint64_t resident_[LLMCACHE_NR_CLASSES] = {};
 	uint64_t hot_reserve_ = 0;
 	uint64_t used_ = 0;

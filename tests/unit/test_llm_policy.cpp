@@ -130,6 +130,20 @@ void llm_access__two_loops_same_period_with_jitter__pins_stay_put(void **)
 	assert_true(late_hits >= 10 * (200 - 10 - 3));
 }
 
+void llm_access__scan_drained_then_continued__stays_evictable(void **)
+{
+	// Scan A fills the cache, scan B drains it, then A continues: A's new blocks must stay
+	// evictable (they once sat in no eviction queue, and the cache then refused every later miss).
+	Run run(8);
+	run.sweep(1, 0, 10);  // scan A: keeps its first 8 blocks
+	run.sweep(2, 0, 20);  // scan B evicts all of A
+	run.sweep(1, 10, 20); // A continues and evicts all of B
+	run.sweep(3, 0, 4);   // then a 4-block loop: it must get in and hit
+	run.sweep(3, 0, 4);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(run.sweep(3, 0, 4), 4);
+}
+
 void llm_access__capacity_one__works(void **)
 {
 	Run run(1);
@@ -161,6 +175,7 @@ int main()
 		cmocka_unit_test(llm_access__two_loops__shorter_period_pinned_first),
 		cmocka_unit_test(sweep_policies__pure_loop_larger_than_cache__lru_none_llm_c_belady_within_one),
 		cmocka_unit_test(llm_access__two_loops_same_period_with_jitter__pins_stay_put),
+		cmocka_unit_test(llm_access__scan_drained_then_continued__stays_evictable),
 		cmocka_unit_test(llm_access__capacity_one__works),
 		cmocka_unit_test(llm_make__capacity_zero__rejected),
 	};
