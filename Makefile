@@ -52,6 +52,13 @@ vm-bench: deps
 	@$(MAKE) --no-print-directory all kmod
 	@scripts/vm-bench.sh $(BUILD) $(RESULTS)
 
+# llmcache for arm64 with Debian's cross toolchain (installs it, as root): the module for Debian's arm64
+# 6.1 and 6.12 kernels, the tools, llmcached and the kselftest suite into $(BUILD)/arm64/; then
+# tests/vm/run-arm64.sh runs them in qemu-system-aarch64 (Documentation/packaging.md, "arm64").
+.PHONY: arm64
+arm64:
+	@scripts/cross-arm64.sh $(abspath $(BUILD))
+
 install: all
 	@cmake --install $(BUILD) --prefix $(PREFIX)
 
