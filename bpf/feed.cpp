@@ -118,8 +118,6 @@ void bpf_available()
 				std::strerror(e) + "; CONFIG_BPF_SYSCALL)", false);
 }
 
-uint64_t file_key(uint32_t dev, uint64_t inode) { return (uint64_t(dev) << 44) ^ inode; }
-
 } // namespace
 
 struct Feed::Impl {
@@ -146,7 +144,7 @@ struct Feed::Impl {
 		std::string path = e.truncated ? fs_path : mounts.resolve(e.a.dev, fs_path);
 		if (!prefixes.empty() &&
 		    std::none_of(prefixes.begin(), prefixes.end(), [&](const std::string &p) { return path_under(path, p); })) {
-			ignored.put(file_key(e.a.dev, e.a.inode), 1);
+			ignored.put(llmcache_file_key(e.a.dev, e.a.inode), 1);
 			llmtrace_file_key k{e.a.inode, e.a.dev, 0};
 			uint8_t state = LLMTRACE_FILE_IGNORED;
 			bpf_map__update_elem(skel->maps.named, &k, sizeof(k), &state, sizeof(state), BPF_ANY);
@@ -163,7 +161,7 @@ struct Feed::Impl {
 		if (size >= sizeof(llmtrace_path_event) && a->op == LLMCACHE_OP_PATH)
 			im->on_path(*static_cast<const llmtrace_path_event *>(data));
 		else if (size >= sizeof(llmcache_access) &&
-			 (im->prefixes.empty() || !im->ignored.find(file_key(a->dev, a->inode)))) {
+			 (im->prefixes.empty() || !im->ignored.find(llmcache_file_key(a->dev, a->inode)))) {
 			im->delivered++;
 			if (im->feed->on_access)
 				im->feed->on_access(*a);

@@ -11,11 +11,6 @@
 
 namespace llmtrace {
 
-uint32_t encode_dev(uint32_t major, uint32_t minor)
-{
-	return (minor & 0xff) | ((major & 0xfff) << 8) | ((minor & ~0xffU) << 12);
-}
-
 uint64_t parse_ring_size(const std::string &text)
 {
 	uint64_t n = llmcache::units::parse_bytes(text);
@@ -90,7 +85,7 @@ bool parse_mountinfo_line(std::string_view line, Mount &out)
 	std::istringstream d(devs);
 	if (!(d >> ma >> colon >> mi) || colon != ':' || root.empty() || root[0] != '/' || mp.empty() || mp[0] != '/')
 		return false;
-	out.dev = encode_dev(ma, mi);
+	out.dev = llmcache_encode_dev(ma, mi);
 	out.root = unescape(root);
 	out.mountpoint = unescape(mp);
 	return true;

@@ -10,10 +10,9 @@
 #include <string_view>
 #include <vector>
 
-namespace llmtrace {
+#include "../include/uapi/llmcache.h"
 
-// Userspace st_dev encoding of a device number (the kernel's new_encode_dev), as the trace stores it.
-uint32_t encode_dev(uint32_t major, uint32_t minor);
+namespace llmtrace {
 
 // The largest BPF ring buffer: its map's max_entries is 32 bits, so 2 GiB is the largest power of two.
 constexpr uint64_t max_ring_bytes = uint64_t(1) << 31;
@@ -33,7 +32,7 @@ uint32_t parse_pid(const std::string &text);
 std::string load_failure(int err, const std::string &log, uint64_t ring_bytes);
 
 struct Mount {
-	uint32_t dev = 0;       // encode_dev()
+	uint32_t dev = 0;       // llmcache_encode_dev()
 	std::string root;       // the directory of the file system that is mounted ("/" for all of it)
 	std::string mountpoint; // where
 };

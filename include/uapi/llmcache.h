@@ -47,6 +47,22 @@ struct llmcache_access {
 	__u8 pad[3];
 };
 
+/* llmcache_access.dev of a device number (major up to 12 bits, minor up to 20): the kernel's new_encode_dev(). */
+static inline __u32 llmcache_encode_dev(__u32 major, __u32 minor)
+{
+	return (minor & 0xff) | ((major & 0xfff) << 8) | ((minor & ~0xffU) << 12);
+}
+
+/*
+ * A file's key in userspace's tables of files (the daemon's, llmtrace's), from its encoded device and
+ * inode: the device above bit 44, so that two files of one device never share a key (inode numbers stay
+ * below 2^44 in practice) and a key of two devices rarely does.
+ */
+static inline __u64 llmcache_file_key(__u32 dev, __u64 inode)
+{
+	return ((__u64)dev << 44) ^ inode;
+}
+
 /*
  * Native trace file: this header, then a stream of struct llmcache_access records (and the path bytes
  * that follow LLMCACHE_OP_PATH records), little-endian, until end of file. Readers stream it.

@@ -30,7 +30,7 @@ void llc_config_default(struct llc_config *cfg);
 
 /* One block sequence: consecutive blocks [start, end] of one file, in one class. */
 struct llc_seq {
-	uint64_t file;          /* caller's file key (e.g. dev << 32 ^ inode, or a registration id) */
+	uint64_t file;          /* caller's file key (llmcache_file_key(), or the module's registration id) */
 	uint64_t start, end;    /* inclusive block range */
 	uint64_t cursor;        /* last block accessed in this sequence */
 	uint64_t created_vt;    /* virtual time (block accesses) when created */

@@ -27,13 +27,6 @@ constexpr uint64_t SCAN_LAG = 32; // blocks behind a scan's cursor that may stil
 constexpr size_t TAIL_SPANS = 16;  // per file; accesses beyond them are left to the kernel's reclaim
 constexpr uint64_t FOLIO_BLOCKS = 512; // a PMD-size folio (2 MiB)
 
-// The trace's dev encoding (the kernel's new_encode_dev) of a stat() st_dev.
-uint32_t encode(dev_t d)
-{
-	const uint32_t ma = major(d), mi = minor(d);
-	return (mi & 0xff) | (ma << 8) | ((mi & ~0xffu) << 12);
-}
-uint64_t file_id(uint32_t dev, uint64_t inode) { return (uint64_t(dev) << 44) ^ inode; }
 
 // Paths are the last value of a line; spaces and newlines in them are escaped as %20, %0a (and % as %25).
 std::string escape(const std::string &s)
@@ -84,7 +77,7 @@ int Manager::add_file(const std::string &path, std::string &err, uint64_t expect
 	std::unique_ptr<PinnedFile> pf;
 	if (int r = PinnedFile::open(path, pf, err); r < 0)
 		return r;
-	const uint64_t id = file_id(encode(pf->dev()), pf->inode());
+	const uint64_t id = llmcache_file_key(llmcache_encode_dev(major(pf->dev()), minor(pf->dev())), pf->inode());
 	if (expect_id && id != expect_id)
 		return err = "it was replaced after it was read", -ESTALE;
 	if (expect_id && pf->blocks() * BS < o_.min_size)
@@ -101,7 +94,7 @@ int Manager::add_file(const std::string &path, std::string &err, uint64_t expect
 
 void Manager::on_name(uint32_t dev, uint64_t inode, const std::string &path)
 {
-	const uint64_t id = file_id(dev, inode);
+	const uint64_t id = llmcache_file_key(dev, inode);
 	if (by_id_.find(id) || !o_.automatic)
 		return;
 	by_id_.put(id, 0); // not managed unless add_file() takes it
@@ -129,7 +122,7 @@ void Manager::note_pid(uint32_t pid)
 
 void Manager::on_access(const llmcache_access &a)
 {
-	const uint32_t *k = by_id_.find(file_id(a.dev, a.inode));
+	const uint32_t *k = by_id_.find(llmcache_file_key(a.dev, a.inode));
 	if (!k || !*k || a.op == LLMCACHE_OP_PATH || (prefetcher_ && pid_t(a.pid) == prefetcher_->pid()))
 		return; // the prefetcher's reads are the daemon's own, not the engine's
 	File &f = files_[*k - 1];

@@ -230,8 +230,7 @@ private:
 
 uint32_t encode_dev(dev_t dev)
 {
-	uint32_t ma = major(dev), mi = minor(dev);
-	return (mi & 0xff) | (ma << 8) | ((mi & ~0xffU) << 12);
+	return llmcache_encode_dev(major(dev), minor(dev));
 }
 
 RunStats write_trace(Generator &g, const RunOptions &o)

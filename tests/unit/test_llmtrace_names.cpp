@@ -10,9 +10,9 @@ using namespace llmtrace;
 
 static void encode_dev__small_and_large_minor__new_encode_dev(void **)
 {
-	assert_int_equal(encode_dev(254, 0), 65024);                 // 254:0, as stat() shows it
-	assert_int_equal(encode_dev(8, 1), 0x801);
-	assert_int_equal(encode_dev(259, 0x12345), 0x45 | (259 << 8) | (0x12300 << 12));
+	assert_int_equal(llmcache_encode_dev(254, 0), 65024);        // 254:0, as stat() shows it
+	assert_int_equal(llmcache_encode_dev(8, 1), 0x801);
+	assert_int_equal(llmcache_encode_dev(259, 0x12345), 0x45 | (259 << 8) | (0x12300 << 12));
 }
 
 static void parse_ring_size__powers_of_two__accepted_others_rejected(void **)
@@ -73,7 +73,7 @@ static void parse_mountinfo_line__escaped_mount_point__decoded(void **)
 {
 	Mount m;
 	assert_true(parse_mountinfo_line("36 35 98:0 /mnt1 /mnt/with\\040space rw,noatime master:1 - ext3 /dev/root rw", m));
-	assert_int_equal(m.dev, encode_dev(98, 0));
+	assert_int_equal(m.dev, llmcache_encode_dev(98, 0));
 	assert_string_equal(m.root.c_str(), "/mnt1");
 	assert_string_equal(m.mountpoint.c_str(), "/mnt/with space");
 	assert_false(parse_mountinfo_line("garbage", m));
@@ -82,7 +82,7 @@ static void parse_mountinfo_line__escaped_mount_point__decoded(void **)
 
 static void mount_table_resolve__root_bind_and_unknown__absolute_paths(void **)
 {
-	uint32_t root = encode_dev(254, 0), data = encode_dev(8, 1), other = encode_dev(9, 9);
+	uint32_t root = llmcache_encode_dev(254, 0), data = llmcache_encode_dev(8, 1), other = llmcache_encode_dev(9, 9);
 	MountTable t({{root, "/", "/"}, {data, "/srv/models", "/models"}, {data, "/", "/data"}});
 	assert_string_equal(t.resolve(root, "/usr/lib/libc.so.6").c_str(), "/usr/lib/libc.so.6");
 	// A bind mount of a subdirectory shows the files under it; the first mount that shows one is used.

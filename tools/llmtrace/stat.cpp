@@ -145,7 +145,7 @@ int cmd_stat(int argc, char **argv)
 		llmcache_access a;
 		while (r->next(a)) {
 			bool inserted;
-			uint32_t &idx = file_of.find_or_insert((uint64_t(a.dev) << 44) ^ a.inode, inserted);
+			uint32_t &idx = file_of.find_or_insert(llmcache_file_key(a.dev, a.inode), inserted);
 			if (inserted) {
 				if (files.size() >= (1u << 24))
 					refuse("more than 2^24 distinct files: stat numbers files in 24 bits");
