@@ -123,14 +123,18 @@ record_trace() {
 	wait "$rec" || : >"$2"
 }
 
-# predict TRACE MODE LIMIT ANON CODE READ_AHEAD_KB: what llmreplay --enforce predicts, MB read per token
-# (a pass of the weights), for stock, bpf (the daemon) or module; "-" for the other modes or no trace.
+# predict TRACE MODE LIMIT ANON CODE READ_AHEAD_KB MODEL_BYTES: what llmreplay --enforce predicts for stock, bpf (the
+# daemon) or module, two words: the MB read per token (a pass of the weights), and the planner's floor,
+# the MB of the weights its pins leave out (N - S, S what the planner lets that mode pin); "- -" for the
+# other modes or without a trace.
 predict() {
 	local as
-	case $2 in stock) as=stock ;; bpf) as=daemon ;; module) as=module ;; *) echo -; return ;; esac
-	[ -s "$1" ] || { echo -; return; }
+	case $2 in stock) as=stock ;; bpf) as=daemon ;; module) as=module ;; *) echo "- -"; return ;; esac
+	[ -s "$1" ] || { echo "- -"; return; }
 	"$bin/llmreplay" "$1" --enforce "$as" --memcg-limit "$3" --engine-anon "$4" --engine-code "$5" \
-		--read-around "$(( $6 << 10 ))" --csv - 2>/dev/null | awk -F, 'NR == 2 { printf "%.1f", $6 / 1e6 }' | grep . || echo -
+		--read-around "$(( $6 << 10 ))" --csv - 2>/dev/null |
+		awk -F, -v n="$7" 'NR == 2 { printf "%.1f %s", $6 / 1e6, ($3 > 0 ? sprintf("%.1f", (n - $3) / 1e6) : "-") }' |
+		grep . || echo "- -"
 }
 
 svg() { # csv -> svg: tokens/s against the limit (% of the model), one line per model and mode
@@ -165,7 +169,7 @@ echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 echo "engine: llama.cpp (node-llama-cpp $(node -p "require('$engine/node_modules/node-llama-cpp/package.json').version")," \
 	"prebuilt CPU build), mmap, $threads threads, greedy, $tokens tokens per run, $runs runs per mode after a warm-up run"
 csv=$out/engine.csv
-echo "model,limit_mib,limit_pct,mode,tokens_per_s,x_stock,mb_read_per_token,major_faults_per_token,floor_mb_per_token,ceiling_tokens_per_s,refused,killed,late_mb_read_per_token,predicted_mb_per_token" >"$csv"
+echo "model,limit_mib,limit_pct,mode,tokens_per_s,x_stock,mb_read_per_token,major_faults_per_token,floor_mb_per_token,ceiling_tokens_per_s,refused,killed,late_mb_read_per_token,predicted_mb_per_token,planner_floor_mb_per_token" >"$csv"
 for spec in $models; do
 	name=${spec%%:*} opts=${spec#*:}
 	model=$engine/models/$name.gguf
@@ -192,8 +196,8 @@ for spec in $models; do
 		"read-ahead $(cat "$sysdev/queue/read_ahead_kb") KiB; no limit: $fit_tps tokens/s, anonymous memory $((fit_anon >> 20)) MiB, code mapped $((fit_code >> 20)) MiB"
 	[ -s "$out/$name.trace" ] && echo "trace for the predictions: $out/$name.trace, recorded with the engine's anonymous memory and 80% of the model as the limit" ||
 		echo "no predictions: llmtrace could not record the engine ($(tail -n 1 "$out/llmtrace.err"))"
-	printf '%-9s %-5s %-18s %9s %8s %14s %10s %10s %13s %11s %13s  %s\n' limit "%" mode tokens/s "x stock" "MB read/token" \
-		"late MB/t" "predicted" "majflt/token" "floor MB/t" "ceiling t/s" notes
+	printf '%-9s %-5s %-18s %9s %8s %14s %10s %10s %13s %11s %10s %13s  %s\n' limit "%" mode tokens/s "x stock" "MB read/token" \
+		"late MB/t" "predicted" "majflt/token" "floor MB/t" "N-S MB/t" "ceiling t/s" notes
 	for lim in $limits; do
 		case $lim in
 		*%) limit_bytes=$(( model_bytes * ${lim%\%} / 100 )) ;;
@@ -233,14 +237,15 @@ for spec in $models; do
 			# The prediction's engine memory: what the engine had in that mode, anonymous and code.
 			anon=$fit_anon code=$fit_code
 			[ ! -f "$out/runs" ] || anon=$(of_runs '$8' | cut -d. -f1) code=$(of_runs '$9' | cut -d. -f1)
-			predicted=$(predict "$out/$name.trace" "${mode%%:*}" "$limit_bytes" "$anon" "$code" "$(cat "$sysdev/queue/read_ahead_kb")")
+			read -r predicted planner_floor < <(predict "$out/$name.trace" "${mode%%:*}" "$limit_bytes" "$anon" "$code" \
+				"$(cat "$sysdev/queue/read_ahead_kb")" "$model_bytes")
 			x=$(awk -v a="$t" -v b="${tps[stock]:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
 			notes=
 			[ $refused = 0 ] || notes+="refused $refused of $runs; "
 			[ $killed = 0 ] || notes+="OOM-killed $killed of $runs; "
-			printf '%-9s %-5s %-18s %9.2f %8s %14.1f %10.1f %10s %13.0f %11.1f %13s  %s\n' "$((limit_bytes >> 20))MiB" "$pct" "$mode" \
-				"$t" "$x" "$mb" "$late" "$predicted" "$mf" "$(awk -v f="$floor" 'BEGIN { print f / 1e6 }')" "$ceiling" "$notes"
-			echo "$name,$((limit_bytes >> 20)),$pct,${mode//,/ },$t,$x,$mb,$mf,$(awk -v f="$floor" 'BEGIN { print f / 1e6 }'),$ceiling,$refused,$killed,$late,$predicted" >>"$csv"
+			printf '%-9s %-5s %-18s %9.2f %8s %14.1f %10.1f %10s %13.0f %11.1f %10s %13s  %s\n' "$((limit_bytes >> 20))MiB" "$pct" "$mode" \
+				"$t" "$x" "$mb" "$late" "$predicted" "$mf" "$(awk -v f="$floor" 'BEGIN { print f / 1e6 }')" "$planner_floor" "$ceiling" "$notes"
+			echo "$name,$((limit_bytes >> 20)),$pct,${mode//,/ },$t,$x,$mb,$mf,$(awk -v f="$floor" 'BEGIN { print f / 1e6 }'),$ceiling,$refused,$killed,$late,$predicted,$planner_floor" >>"$csv"
 		done
 	done
 done
@@ -268,8 +273,8 @@ else
 		echo "bench-engine.sh: the VM run failed:"; cat "$vm_out"; exit 1
 	}
 	grep '^guest:' "$vm_out"
-	printf '%-9s %-5s %-18s %9s %8s %14s %10s %13s %11s  %s\n' limit "%" mode tokens/s "x stock" "MB read/token" \
-		predicted "majflt/token" "floor MB/t" notes
+	printf '%-9s %-5s %-18s %9s %8s %14s %10s %13s %11s %10s  %s\n' limit "%" mode tokens/s "x stock" "MB read/token" \
+		predicted "majflt/token" "floor MB/t" "N-S MB/t" notes
 	vm_model=$(( $(sed -n 's/^guest:.* model \([0-9]*\) MiB$/\1/p' "$vm_out") << 20 ))
 	vm_read_ahead=$(sed -n 's/^guest:.* read-ahead \([0-9]*\) KiB.*/\1/p' "$vm_out")
 	runs_of() { awk -v l="$limit" -v m="$mode" '$1 == "result" && $2 == l && $3 == m' "$vm_out"; }
@@ -292,10 +297,11 @@ else
 			notes=
 			[ "$refused" = 0 ] || notes+="refused $refused; "
 			[ "$killed" = 0 ] || notes+="OOM-killed $killed; "
-			predicted=$(predict "$out/$vm_name.trace" "$mode" "$limit" "$vm_anon" "$vm_code" "$vm_read_ahead")
-			printf '%-9s %-5s %-18s %9.3f %8s %14.1f %10s %13.0f %11.1f  %s\n' "$((limit >> 20))MiB" "$pct" "$mode (VM)" \
-				"$t" "$x" "$mb" "$predicted" "$mf" "$floor" "$notes"
-			echo "$vm_name,$((limit >> 20)),$pct,vm-$mode,$t,$x,$mb,$mf,$floor,,$refused,$killed,,$predicted" >>"$csv"
+			read -r predicted planner_floor < <(predict "$out/$vm_name.trace" "$mode" "$limit" "$vm_anon" "$vm_code" \
+				"$vm_read_ahead" "$vm_model")
+			printf '%-9s %-5s %-18s %9.3f %8s %14.1f %10s %13.0f %11.1f %10s  %s\n' "$((limit >> 20))MiB" "$pct" "$mode (VM)" \
+				"$t" "$x" "$mb" "$predicted" "$mf" "$floor" "$planner_floor" "$notes"
+			echo "$vm_name,$((limit >> 20)),$pct,vm-$mode,$t,$x,$mb,$mf,$floor,,$refused,$killed,,$predicted,$planner_floor" >>"$csv"
 		done
 	done
 	grep '^pinned' "$vm_out" | awk '{ printf "module at %d MiB: %d MiB pinned at the end, %d blocks released to the cgroup\n", $2 / 1048576, $3 / 256, $5 }'
