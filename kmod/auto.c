@@ -27,7 +27,7 @@
 #include <linux/sched/signal.h>
 #include <linux/sched/task.h>
 #include <linux/workqueue.h>
-#include "llmcache.h"
+#include "internal.h"
 
 #define LLC_AUTO_FILES 64  /* candidates taken from one process per scan */
 #define LLC_AUTO_TASKS 256 /* processes of a cgroup scanned per scan */

@@ -8,8 +8,8 @@
 #include <linux/file.h>
 #include <linux/miscdevice.h>
 #include <linux/uaccess.h>
-#include "llmcache.h"
-#include "kv.h"
+#include "internal.h"
+#include "kv_stats.h"
 
 static int llc_dev_open(struct inode *inode, struct file *file)
 {

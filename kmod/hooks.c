@@ -13,7 +13,7 @@
 #include <linux/string.h>
 #include <linux/tracepoint.h>
 #include <linux/uio.h>
-#include "llmcache.h"
+#include "internal.h"
 
 /* mm_filemap_get_pages: once per batch of a buffered read, with what remains of the request. */
 static void llc_tp_read(void *data, struct address_space *mapping, pgoff_t index, pgoff_t last_index)

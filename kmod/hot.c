@@ -21,7 +21,7 @@
 #include <linux/slab.h>
 #include <linux/sort.h>
 #include <linux/workqueue.h>
-#include "llmcache.h"
+#include "internal.h"
 
 #define LLC_HOT_MAX 8192 /* blocks protected at most (32 MiB) */
 

@@ -31,7 +31,7 @@
 #include <linux/math64.h>
 #include <linux/slab.h>
 #include <linux/workqueue.h>
-#include "llmcache.h"
+#include "internal.h"
 
 #define LLC_BW_GAP_NS (20 * NSEC_PER_MSEC) /* longer between two misses: not busy serving them */
 #define LLC_BW_DECAY_NS (2 * NSEC_PER_SEC) /* halve the sums past this much busy time */

@@ -13,8 +13,8 @@
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/slab.h>
-#include "llmcache.h"
-#include "kv.h"
+#include "internal.h"
+#include "kv_stats.h"
 
 #define LLC_MAX_EVENT_BLOCKS 4096 /* blocks one event may feed; the rest count as dropped */
 

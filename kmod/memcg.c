@@ -49,7 +49,7 @@
 #include <linux/swap.h>
 #include <linux/tracepoint.h>
 #include <linux/workqueue.h>
-#include "llmcache.h"
+#include "internal.h"
 #include "libllmcache/core/plan.h"
 
 #define LLC_MEMCG_SLOTS 16

@@ -48,7 +48,7 @@
 #include <linux/vmstat.h>
 #include <linux/workqueue.h>
 #include <linux/xarray.h>
-#include "llmcache.h"
+#include "internal.h"
 
 #define LLC_PLAN_MAX 256
 

@@ -24,7 +24,7 @@
 #include <linux/pagemap.h>
 #include <linux/pagevec.h>
 #include <linux/workqueue.h>
-#include "llmcache.h"
+#include "internal.h"
 
 #define LLC_SEQ_MAX_DELAY_NS (3600ULL * NSEC_PER_SEC)
 

@@ -29,7 +29,7 @@
 #include <linux/shrinker.h>
 #include <linux/version.h>
 #include <linux/vmstat.h>
-#include "llmcache.h"
+#include "internal.h"
 
 static u64 llc_held(void)
 {

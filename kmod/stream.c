@@ -30,7 +30,7 @@
 #include <linux/pagemap.h>
 #include <linux/sched/mm.h>
 #include <linux/workqueue.h>
-#include "llmcache.h"
+#include "internal.h"
 #include "libllmcache/core/plan.h"
 
 #define LLC_STREAM_SPANS 8 /* a window of a head loop is one or two spans */

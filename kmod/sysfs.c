@@ -7,11 +7,11 @@
 #include <linux/file.h>
 #include <linux/slab.h>
 #include <linux/sysfs.h>
-#include "llmcache.h"
+#include "internal.h"
 
 static struct kobject *llc_kobj, *llc_files_kobj;
 
-/* /sys/kernel/llmcache, for the parts that add directories of their own (kv.c). */
+/* /sys/kernel/llmcache, for the parts that add directories of their own (kv_stats.c). */
 struct kobject *llc_sysfs_root(void)
 {
 	return llc_kobj;

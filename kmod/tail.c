@@ -24,7 +24,7 @@
 #include <linux/pagemap.h>
 #include <linux/pagevec.h>
 #include <linux/workqueue.h>
-#include "llmcache.h"
+#include "internal.h"
 
 #define LLC_TAIL_TICK_MS 50
 

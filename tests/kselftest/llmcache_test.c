@@ -1637,7 +1637,7 @@ int main(int argc, char **argv)
 }
 
 /*
- * KV statistics (kmod/kv.c): llmcached pushes its totals with LLMCACHE_IOC_KV_STATS and they show
+ * KV statistics (kmod/kv_stats.c): llmcached pushes its totals with LLMCACHE_IOC_KV_STATS and they show
  * under /sys/kernel/llmcache/kv/, one read-only value per file; a push of the wrong size, with flags
  * or reserved words set, or of garbage is refused with -EINVAL and changes nothing.
  */

@@ -15,8 +15,8 @@
 #include <linux/mutex.h>
 #include <linux/sysfs.h>
 #include <linux/uaccess.h>
-#include "llmcache.h"
-#include "kv.h"
+#include "internal.h"
+#include "kv_stats.h"
 
 static DEFINE_MUTEX(llc_kv_lock);
 static struct llmcache_ioc_kv_stats llc_kv; /* the last push */
