@@ -124,27 +124,6 @@ timeout --foreground -k 10 "$timeout" qemu-system-x86_64 -accel "tcg,thread=$tcg
 	-drive "file=$run/scratch.img,if=virtio,format=raw,cache=unsafe$disk_throttle" >"$run/qemu.log" 2>&1
 qemu_rc=$?
 set -e
-elapsed=$(echo "$(date +%s.%N) - $start" | bc 2>/dev/null || echo "?")
-
-[ -f "$run/out" ] && cat "$run/out"
-log=$run/console.log
-[ -f "$run/dmesg" ] && log=$run/dmesg
-fail=
-if [ $qemu_rc -eq 124 ] || [ $qemu_rc -eq 137 ]; then
-	fail="the guest did not finish within ${timeout}s"
-elif [ ! -f "$run/rc" ]; then
-	fail="the guest stopped before the command finished (qemu exit $qemu_rc)"
-fi
-bad=$(grep -E '\bBUG\b|WARNING|Oops|soft lockup|hung task|blocked for more than|Call Trace' \
-	"$run/console.log" "$run/dmesg" 2>/dev/null | head -20 || true)
-[ -n "$bad" ] && fail="${fail:+$fail; }the guest kernel log is not clean"
-if [ -n "$fail" ]; then
-	echo "run.sh: FAIL on $release: $fail" >&2
-	[ -n "$bad" ] && { echo "---- offending kernel log lines ----" >&2; echo "$bad" >&2; }
-	echo "---- guest kernel log (last 60 lines) ----" >&2
-	tail -n 60 "$log" >&2
-	[ -s "$run/qemu.log" ] && { echo "---- qemu ----" >&2; cat "$run/qemu.log" >&2; }
-	exit 125
-fi
-echo "run.sh: $release: exit $(cat "$run/rc") in ${elapsed}s" >&2
-exit "$(cat "$run/rc")"
+# shellcheck source=tests/vm/verdict.sh
+. "$src/tests/vm/verdict.sh"
+vm_verdict run.sh "$release" "$run" "$qemu_rc" "$timeout" "$start"
