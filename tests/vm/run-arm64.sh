@@ -40,6 +40,8 @@ done
 want=$1; shift 2
 
 src=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/vm/common.sh
+. "$src/tests/vm/common.sh"
 build=$(realpath -m "${LLMCACHE_BUILD:-$src/build}")
 arm64=$build/arm64
 root=$arm64/debian
@@ -69,20 +71,7 @@ if [ ! -s "$initrd" ] || [ "$0" -nt "$initrd" ]; then
 	stage=$(mktemp -d "$vmdir/initramfs.XXXXXX")
 	mkdir -p "$stage"/{bin,dev,proc,sys,run,tmp,lib,modules}
 	cp "$root/bin/busybox" "$stage/bin/busybox"
-	: >"$stage/modules/order"
-	for m in virtio_pci virtio_blk ext4 9pnet_virtio 9p; do
-		modprobe -d "$root" -S "$release" --show-depends "$m" | while read -r verb path _; do
-			[ "$verb" = insmod ] || continue
-			name=$(basename "$path"); name=${name%.xz}; name=${name%.zst}
-			[ -e "$stage/modules/$name" ] && continue
-			case $path in
-			*.xz) xz -dc "$path" >"$stage/modules/$name" ;;
-			*.zst) zstd -qdc "$path" >"$stage/modules/$name" ;;
-			*) cp "$path" "$stage/modules/$name" ;;
-			esac
-			echo "$name" >>"$stage/modules/order"
-		done
-	done
+	vm_stage_modules "$stage" "$release" "$root" virtio_pci virtio_blk ext4 9pnet_virtio 9p
 	cat >"$stage/init" <<'INIT'
 #!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -145,6 +134,4 @@ timeout --foreground -k 10 "$timeout" qemu-system-aarch64 -M virt -cpu "$cpu" -a
 	-drive "file=$run/scratch.img,if=virtio,format=raw,cache=unsafe" >"$run/qemu.log" 2>&1
 qemu_rc=$?
 set -e
-# shellcheck source=tests/vm/verdict.sh
-. "$src/tests/vm/verdict.sh"
 vm_verdict run-arm64.sh "$release" "$run" "$qemu_rc" "$timeout" "$start"

@@ -36,6 +36,8 @@ done
 want=$1; shift 2
 
 src=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/vm/common.sh
+. "$src/tests/vm/common.sh"
 build=$(realpath -m "${LLMCACHE_BUILD:-$src/build}")
 
 # The newest packaged generic amd64 kernel whose release starts with $want.
@@ -64,20 +66,7 @@ if [ ! -s "$initrd" ] || [ "$0" -nt "$initrd" ]; then
 	stage=$(mktemp -d "$vmdir/initramfs.XXXXXX")
 	mkdir -p "$stage"/{bin,dev,proc,sys,newroot,modules}
 	cp /bin/busybox "$stage/bin/busybox"
-	: >"$stage/modules/order"
-	for m in virtio_pci 9pnet_virtio 9p; do
-		modprobe -S "$release" --show-depends "$m" | while read -r verb path _; do
-			[ "$verb" = insmod ] || continue
-			name=$(basename "$path"); name=${name%.xz}; name=${name%.zst}
-			[ -e "$stage/modules/$name" ] && continue
-			case $path in
-			*.xz) xz -dc "$path" >"$stage/modules/$name" ;;
-			*.zst) zstd -qdc "$path" >"$stage/modules/$name" ;;
-			*) cp "$path" "$stage/modules/$name" ;;
-			esac
-			echo "$name" >>"$stage/modules/order"
-		done
-	done
+	vm_stage_modules "$stage" "$release" / virtio_pci 9pnet_virtio 9p
 	cat >"$stage/init" <<'INIT'
 #!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -124,6 +113,4 @@ timeout --foreground -k 10 "$timeout" qemu-system-x86_64 -accel "tcg,thread=$tcg
 	-drive "file=$run/scratch.img,if=virtio,format=raw,cache=unsafe$disk_throttle" >"$run/qemu.log" 2>&1
 qemu_rc=$?
 set -e
-# shellcheck source=tests/vm/verdict.sh
-. "$src/tests/vm/verdict.sh"
 vm_verdict run.sh "$release" "$run" "$qemu_rc" "$timeout" "$start"
