@@ -148,8 +148,6 @@ StepTiming predict_step(const SmartSsdTiming &p, const StepWork &w)
 	auto device_side = [&](uint32_t i) {
 		LayerTasks &t = layer[i];
 		const int g0 = gate(i, 0), g1 = gate(i, 1);
-		const int spill_down = s.add(Resource::PcieDown, i, "spill transfer", per(l.spill_bytes, p.pcie_bw), {g0, g1});
-		s.add(Resource::Flash, i, "spill write", per(l.spill_bytes, p.flash_write_bw), {}, spill_down);
 		const int query = s.add(Resource::PcieDown, i, "query transfer", per(l.query_bytes, p.pcie_bw), {g0, g1});
 		const int dev_read = s.add(Resource::Flash, i, "device K read", per(l.device_flash_bytes, p.flash_read_bw), {query},
 					   NONE, p.flash_read_latency_s, device_chunks);
@@ -171,6 +169,9 @@ StepTiming predict_step(const SmartSsdTiming &p, const StepWork &w)
 					p.flash_read_latency_s, l.fetch_reads);
 		const int fetch_up = s.add(Resource::PcieUp, i, "fetch transfer", per(l.fetch_bytes, p.pcie_bw), {}, fetch, 0, l.fetch_reads);
 		t.ready = s.add(Resource::HostCpu, i, "rows on the host", 0, {t.selection, fetch_up});
+		// The pool update after the selection spills pages: it delays only the link and the flash.
+		const int spill_down = s.add(Resource::PcieDown, i, "spill transfer", per(l.spill_bytes, p.pcie_bw), {t.ready});
+		s.add(Resource::Flash, i, "spill write", per(l.spill_bytes, p.flash_write_bw), {}, spill_down);
 	};
 	auto compute = [&](uint32_t i) {
 		layer[i].compute = s.add(engine, i, "engine compute", l.compute_s, {layer[i].ready, i ? layer[i - 1].compute : NONE});

@@ -23,8 +23,9 @@
  * query, scoring and fetch start once layer i's selection is done and layer i-1's compute (whose output
  * is layer i+1's speculated input, as in InfiniGen) has finished: they overlap layer i's compute, one
  * layer ahead, as HillInfer's pipeline does (Sec. 3.3). Without `pipelined`, each layer's selection waits
- * for the previous layer's compute. Spills are issued at the start of their layer and delay only the
- * resources they use.
+ * for the previous layer's compute. Spills (the pool update after a selection) follow the layer's fetch
+ * and delay only the link and the flash, where they take their time at the write rate in the same queue
+ * as the reads.
  *
  * Since every resource keeps the issue order, every start and end is a maximum of sums of durations:
  * the predicted time never decreases when any work grows or any rate falls (no list-scheduling

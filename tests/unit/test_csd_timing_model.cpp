@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The SmartSSD timing model (csd/timing_model.hpp) against hand-computed schedules: layer i+1's
 // selection hidden behind layer i's compute when it fits and exposed when it does not, the bottleneck
-// resource, streaming between stages, a host CPU shared with the engine, and monotonicity.
+// resource, streaming between stages, spills in the flash's queue, a host CPU shared with the engine,
+// and monotonicity.
 #include "cmocka_cpp.hpp"
 
 #include <cmath>
@@ -161,6 +162,27 @@ static void predict_step__published_defaults__one_page_hand_computed(void **)
 	assert_path_adds_up(t);
 }
 
+// Spills (8 MB per layer after its selection) cross the link (8 ms) and are written (8 ms) in the
+// flash's queue, before layer 1's reads: layer 0 reads 0-5, spills 5-13 then 13-21, layer 1 reads
+// 21-26 and spills 26-34 then 34-42. Layer 1's compute (26-36) ends before its spill is written.
+static void predict_step__spills__share_the_flash_with_the_next_layers_reads(void **)
+{
+	StepWork w;
+	w.layers = 2;
+	w.layer.device_flash_bytes = 5e6;
+	w.layer.kernel_runs = 1;
+	w.layer.spill_bytes = 8e6;
+	w.layer.compute_s = 10 * MS;
+	const StepTiming t = predict_step(round_rates(), w);
+	assert_near(t.step_s, 42 * MS, 1e-12);
+	assert_int_equal((int)t.bottleneck, (int)Resource::Flash);
+	assert_near(t.critical_s[(unsigned)Resource::Flash], 26 * MS, 1e-12);
+	assert_near(t.critical_s[(unsigned)Resource::PcieDown], 16 * MS, 1e-12);
+	assert_path_adds_up(t);
+	w.layer.spill_bytes = 0;
+	assert_near(predict_step(round_rates(), w).step_s, 25 * MS, 1e-12);
+}
+
 // Host scoring of 5 ms per layer and 10 ms of compute, 2 layers. On a processor of its own the engine
 // computes while the host scores layer 1 (5 + 2 x 10); on the host CPU the two take turns (5 + 10 + 5
 // + 10).
@@ -258,6 +280,7 @@ int main(void)
 		cmocka_unit_test(predict_step__host_reads_k_back__link_bound_stream),
 		cmocka_unit_test(predict_step__in_storage_scoring__fpga_bound_stream),
 		cmocka_unit_test(predict_step__published_defaults__one_page_hand_computed),
+		cmocka_unit_test(predict_step__spills__share_the_flash_with_the_next_layers_reads),
 		cmocka_unit_test(predict_step__engine_on_host_cpu__no_overlap_with_host_scoring),
 		cmocka_unit_test(predict_step__no_work__no_time),
 		cmocka_unit_test(predict_step__more_work_or_slower_rates__never_faster),
