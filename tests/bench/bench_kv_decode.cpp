@@ -15,6 +15,13 @@
 // The query is a fixed direction plus a small per-step change. The full model (32 layers x 32K x batch 8 is
 // 128 GiB of KV) does not fit this machine's time or disk: LAYERS layers are measured and the figures
 // per layer are multiplied by 32 for the model, labelled as such (measured totals when LAYERS is 32).
+// A third run, `ideal`, keeps all of the KV in memory (no device in the selection).
+// Next to each measured run, the SmartSSD timing model (csd/timing_model.hpp) predicts what a card would
+// do with the same work: the bytes, kernel runs and tokens scored that the run measured, the host's
+// scoring rate measured in it, and the engine's compute per layer measured here beforehand (one
+// LLaMA-2-7B layer's matrix-vector products over fp16 weights and the attention over the selected KV,
+// with the scoring kernel's dot product). Those are PREDICTIONS: no SmartSSD was run.
+#include "csd/timing_model.hpp"
 #include "kv/kv_store.hpp"
 
 #include <sys/utsname.h>
@@ -57,11 +64,14 @@ std::vector<uint32_t> parse_list(const char *s)
 
 struct Result {
 	double step_s = 0;			      // median wall time of a decode step over the measured layers
+	csd::LayerWork work;			      // per step and layer, the batch's: what the timing model is fed
+	double host_score_rate = 0;		      // tokens/s of the host's scoring path in this run
 	double bus_bytes = 0, device_bytes = 0;	      // per step: host bus (pool reads + writes + Score Blocks), in-device reads
 	// per step: bytes read to fetch the selected KV (the selected rows' blocks; whole slabs of pages
 	// coming back to memory), and what fetching the same pages' K and V slabs whole would read
 	double fetch_bytes = 0, whole_page_bytes = 0;
 	double spilled_fraction = 0;
+	uint32_t layers = 1; // measured
 };
 
 Result run(const std::string &device, const std::string &backend, uint32_t context, uint32_t batch, uint32_t layers,
@@ -72,11 +82,13 @@ Result run(const std::string &device, const std::string &backend, uint32_t conte
 	const uint64_t slab = (64 + 8ull * HEADS * HEAD_DIM + 32 * row + 4095) / 4096 * 4096; // a K slab of 32 tokens
 	kv::KvShape shape{layers, HEADS, HEADS, HEAD_DIM, CSD_FP16, context + steps + 64};
 	kv::KvOptions o;
-	o.cpu_budget = kv_bytes / 4; // a quarter of each sequence's KV stays in memory
+	const bool ideal = backend == "ideal";
+	o.cpu_budget = ideal ? 2 * kv_bytes : kv_bytes / 4; // ideal: all of it in memory; else a quarter stays
 	o.recent_tokens = context / 20;
 	o.device = device;
 	o.device_capacity = (kv_bytes + kv_bytes / 3 + (64u << 20)) / 4096 * 4096; // spilled 3/4, slab rounding
-	o.backend = backend;
+	o.backend = ideal ? "none" : backend;
+	const bool host_reads_k = o.backend == "none";
 	std::vector<std::unique_ptr<kv::KvStore>> seqs(batch);
 	for (uint32_t b = 0; b < batch; b++) {
 		o.device_offset = b * o.device_capacity;
@@ -100,7 +112,8 @@ Result run(const std::string &device, const std::string &backend, uint32_t conte
 	std::vector<float> q(HEADS * HEAD_DIM);
 	const uint32_t budget = context / 10; // HillInfer's importance rate of 10%
 	std::vector<double> times;
-	double bus = 0, dev = 0, fetch = 0, whole = 0;
+	double bus = 0, dev = 0, fetch = 0, whole = 0, host_tokens = 0, host_ns = 0;
+	csd::LayerWork work;
 	kv::KvSelection sel;
 	for (uint32_t step = 0; step <= steps; step++) {
 		for (size_t i = 0; i < q.size(); i++)
@@ -125,11 +138,30 @@ Result run(const std::string &device, const std::string &backend, uint32_t conte
 		times.push_back(dt);
 		for (size_t b = 0; b < seqs.size(); b++) {
 			const kv::KvStats a = seqs[b]->stats(), &p = before[b];
-			const double scored = (double)(a.scored_storage - p.scored_storage);
-			bus += (double)(a.storage.bytes_read - p.storage.bytes_read + a.storage.bytes_written - p.storage.bytes_written);
+			const double scored = (double)(a.scored_storage - p.scored_storage), pages = scored / o.page_tokens;
+			const double read = (double)(a.storage.bytes_read - p.storage.bytes_read);
+			const double reads = (double)(a.storage.runs_read - p.storage.runs_read + a.storage.slabs_read - p.storage.slabs_read);
+			bus += read + (double)(a.storage.bytes_written - p.storage.bytes_written);
 			// none reads every scored page's K slab through the pool before the fetch
-			fetch += (double)(a.storage.bytes_read - p.storage.bytes_read) -
-				 (backend == "none" ? scored / o.page_tokens * (double)slab : 0);
+			const double k_read_back = host_reads_k ? pages * (double)slab : 0;
+			fetch += read - k_read_back;
+			host_tokens += (double)(a.scored_cpu - p.scored_cpu);
+			host_ns += (double)(a.cpu_score_ns - p.cpu_score_ns);
+			work.host_pool_tokens += (double)(a.scored_cpu - p.scored_cpu);
+			work.fetch_bytes += read - k_read_back;
+			work.fetch_reads += reads - (host_reads_k ? pages : 0);
+			work.spill_bytes += (double)(a.storage.bytes_written - p.storage.bytes_written);
+			if (host_reads_k) {
+				work.host_read_bytes += k_read_back;
+				work.host_read_tokens += scored;
+				work.host_reads += pages;
+			} else {
+				work.query_bytes += (double)(a.storage_runs - p.storage_runs) * HEADS * HEAD_DIM * sizeof(float);
+				work.device_flash_bytes += pages * (double)slab;
+				work.device_tokens += scored;
+				work.kernel_runs += pages; // the xrt backend runs the kernel once per page
+				work.score_bytes += scored * sizeof(csd_score);
+			}
 			whole += (double)(a.fetched_pages - p.fetched_pages) * 2 * (double)slab;
 			if (backend != "none") {
 				bus += scored * sizeof(csd_score);
@@ -151,7 +183,125 @@ Result run(const std::string &device, const std::string &backend, uint32_t conte
 		pages += st.spilled_pages + st.cpu_pages;
 	}
 	res.spilled_fraction = pages ? (double)spilled / pages : 0;
+	const double per_layer = 1.0 / ((double)steps * layers);
+	for (double *q : {&work.query_bytes, &work.device_flash_bytes, &work.device_tokens, &work.kernel_runs, &work.score_bytes,
+			  &work.host_pool_tokens, &work.host_read_bytes, &work.host_read_tokens, &work.host_reads, &work.fetch_bytes,
+			  &work.fetch_reads, &work.spill_bytes})
+		*q *= per_layer;
+	work.macs_per_token = HEADS * HEAD_DIM; // the exact kernel: one multiply-accumulate per key element
+	res.work = work;
+	res.layers = layers;
+	res.host_score_rate = host_ns > 0 ? host_tokens / (host_ns * 1e-9) : 0;
 	return res;
+}
+
+// The engine's compute of one layer for a batch, measured on this host: the matrix-vector products of a
+// LLaMA-2-7B layer (W_q, W_k, W_v, W_o and the FFN's W_gate, W_up: 4096 inputs; W_down: 11008) over
+// fp16 weights, read once per step in tiles of 64 rows that every sequence of the batch uses while they
+// are in cache, then each sequence's attention over its selected KV (a pass over K and one over V).
+// The dot products are the scoring kernel's (csd/kernels/score_exact.cpp), which runs near this host's
+// memory-read bound. Median of 3.
+class EngineLayer {
+public:
+	static constexpr uint32_t DIM = HEADS * HEAD_DIM, FFN = 11008, IN_ROWS = 4 * DIM + 2 * FFN, TILE = 64;
+	EngineLayer() : w_in_((size_t)IN_ROWS * DIM / 2), w_down_((size_t)DIM * FFN / 2), x_(FFN), out_(IN_ROWS)
+	{
+		uint32_t v = 2463534242u;
+		auto fill = [&](std::vector<uint32_t> &w) {
+			for (uint32_t &e : w) {
+				v ^= v << 13, v ^= v >> 17, v ^= v << 5;
+				e = (v & 0x83ff83ffu) | 0x2c002c00u; // two fp16 of magnitude below 0.25
+			}
+		};
+		fill(w_in_);
+		fill(w_down_);
+		for (size_t i = 0; i < x_.size(); i++)
+			x_[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+	}
+	double seconds(uint32_t batch, uint32_t kv_rows)
+	{
+		const size_t rows_words = (size_t)kv_rows * DIM / 2; // each sequence's K, then its V
+		if (kv_.size() < 2 * batch * rows_words)
+			kv_.assign(2 * batch * rows_words, 0x2c002c00u);
+		std::vector<double> t;
+		for (int rep = 0; rep < 3; rep++) {
+			const auto t0 = Clock::now();
+			matvec(w_in_.data(), IN_ROWS, DIM / HEAD_DIM, batch);
+			matvec(w_down_.data(), DIM, FFN / HEAD_DIM, batch);
+			for (uint32_t b = 0; b < batch; b++)
+				for (uint32_t pass = 0; pass < 2; pass++) // q.K, then the weighted sum over V
+					for (uint32_t r = 0; r < kv_rows; r += TILE)
+						dot(kv_.data() + (2 * b + pass) * rows_words + (size_t)r * DIM / 2,
+						    std::min(TILE, kv_rows - r), DIM / HEAD_DIM);
+			t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+		}
+		std::sort(t.begin(), t.end());
+		return t[1];
+	}
+
+private:
+	void dot(const uint32_t *rows, uint32_t n, uint32_t heads)
+	{
+		uint32_t done = 0;
+		score_exact(x_.data(), rows, n, 0, heads, heads, HEAD_DIM, CSD_FP16, TILE, out_.data(), &done);
+	}
+	void matvec(const uint32_t *w, uint32_t rows, uint32_t heads, uint32_t batch)
+	{
+		const size_t words = (size_t)heads * HEAD_DIM / 2;
+		for (uint32_t r = 0; r < rows; r += TILE)
+			for (uint32_t b = 0; b < batch; b++)
+				dot(w + r * words, std::min(TILE, rows - r), heads);
+	}
+	std::vector<uint32_t> w_in_, w_down_, kv_;
+	std::vector<float> x_;
+	std::vector<csd_score> out_;
+};
+
+struct Modelled {
+	uint32_t context, batch;
+	const char *backend;
+	Result r;
+	double engine_s; // the engine's compute of one layer for the batch, measured here
+};
+
+// The timing model's prediction for each measured run: the run's own work per layer, on a SmartSSD.
+void print_model(const std::vector<Modelled> &runs)
+{
+	const csd::SmartSsdTiming card;
+	std::printf("\nSmartSSD timing model (csd/timing_model.hpp): PREDICTIONS from the work each run above measured; no "
+		    "SmartSSD was run.\nCard: flash %.2f GB/s read (HillInfer Sec. 4.2), %.2f GB/s write, %.0f us read "
+		    "latency (PM983 datasheet); PCIe Gen3 x4 %.2f GB/s each way; FPGA %.1f G MAC/s (assumed), %.0f us per "
+		    "kernel run (XRT launch); host scoring rate and engine compute measured here.\n",
+		    card.flash_read_bw / 1e9, card.flash_write_bw / 1e9, card.flash_read_latency_s * 1e6, card.pcie_bw / 1e9,
+		    card.fpga_mac_rate / 1e9, card.kernel_run_overhead_s * 1e6);
+	std::printf("KV ms/l: one layer's selection alone (no engine compute), to set against the measured ms/layer. "
+		    "step ms x32: a decode step of the model's 32 layers with the engine's compute, layer i+1's selection "
+		    "overlapping layer i's compute; engine on a processor of its own (a GPU, as in HillInfer), or on the host "
+		    "CPU (\"on CPU\"), or with flash at 2.36 GB/s (P2P reads measured on the SmartSSD's platform, Vitis "
+		    "p2p_bandwidth).\n");
+	std::printf("%7s %5s %-9s %10s %10s %9s %10s %11s %11s %9s %-9s %s\n", "context", "batch", "backend", "meas ms/l",
+		    "KV ms/l", "engine ms", "step ms x32", "on CPU x32", "2.36GB/s x32", "hidden", "bound", "critical path (x32 step)");
+	for (const Modelled &m : runs) {
+		csd::SmartSsdTiming p = card;
+		p.host_score_rate = m.r.host_score_rate;
+		csd::StepWork kv{m.r.work, 1, false};
+		kv.layer.compute_s = 0;
+		const csd::StepTiming alone = csd::predict_step(p, kv);
+		csd::StepWork step{m.r.work, MODEL_LAYERS, true};
+		step.layer.compute_s = m.engine_s;
+		const csd::StepTiming t = csd::predict_step(p, step);
+		csd::SmartSsdTiming on_cpu = p, slow = p;
+		on_cpu.engine_shares_host_cpu = true;
+		slow.flash_read_bw = 2.36e9;
+		// hidden: the share of the selections' time (32 x KV ms/l) that the engine's compute hid
+		const double kv_total = alone.step_s * MODEL_LAYERS;
+		const double hidden = kv_total > 0 ? 1 - t.exposed_kv_s / kv_total : 1;
+		std::printf("%7u %5u %-9s %10.1f %10.2f %9.1f %10.0f %11.0f %11.0f %8.0f%% %-9s %s\n", m.context, m.batch,
+			    m.backend, 1e3 * m.r.step_s / (double)m.r.layers, 1e3 * alone.step_s, 1e3 * m.engine_s, 1e3 * t.step_s,
+			    1e3 * csd::predict_step(on_cpu, step).step_s, 1e3 * csd::predict_step(slow, step).step_s,
+			    100 * std::max(0.0, hidden), csd::resource_name(t.bottleneck), csd::critical_summary(t).c_str());
+	}
+	std::fflush(stdout);
 }
 
 } // namespace
@@ -161,7 +311,8 @@ int main(int argc, char **argv)
 	if (argc < 2) {
 		std::fprintf(stderr, "usage: bench_kv_decode DEVICE [contexts (4096,8192,16384,32768)] [batches (1,8)] "
 				     "[measured layers (1)] [steps (3)] [heavy page period (16; 0 = uniform keys)]\nDEVICE: a block device or file, overwritten; it needs "
-				     "about 1.4 x 16 KiB x context x batch x layers bytes\n");
+				     "about 1.4 x 16 KiB x context x batch x layers bytes\nEach context and batch runs `ideal` (all KV in "
+				     "memory), `none` and `emulated`, then the SmartSSD timing model predicts each run on a card.\n");
 		return 2;
 	}
 	const std::string device = argv[1];
@@ -190,7 +341,10 @@ int main(int argc, char **argv)
 		std::printf("Keys: uniformly random (importance spread over every page: the worst case for fetching).\n");
 	std::printf("`emulated` is an EMULATION of a SmartSSD: the kernel runs on a host thread reading the device node, "
 		    "paced to %.1f GB/s internal bandwidth (HillInfer Sec. 4.2) and %.1f G MAC/s (assumed: 32 lanes x 300 "
-		    "MHz); it cannot be faster than this host.\n\n", emu.internal_bandwidth / 1e9, emu.compute_rate / 1e9);
+		    "MHz); it cannot be faster than this host. `ideal` keeps all of the KV in memory.\n\n", emu.internal_bandwidth / 1e9,
+		    emu.compute_rate / 1e9);
+	std::vector<Modelled> modelled;
+	EngineLayer engine;
 	std::printf("%7s %5s %-9s %12s %12s %14s %14s %12s %12s %12s %9s\n", "context", "batch", "backend", "step ms/layer",
 		    "step ms x32", "bus MB/layer", "bus MB x32", "in-dev MB/l", "fetch MB/l", "if pages MB/l", "spilled");
 	for (uint32_t c : contexts)
@@ -206,8 +360,10 @@ int main(int argc, char **argv)
 				// A key leaning toward dir: |k| in [0.5, 1) with the sign of dir (fp16 sign is bit 15).
 				heavy_rows[i] = (uint16_t)((x & 0x03ff) | 0x3800 | (dir[i % dir.size()] < 0 ? 0x8000 : 0));
 			}
-			for (const char *be : {"none", "emulated"}) {
+			const double engine_s = engine.seconds(b, c / 10);
+			for (const char *be : {"ideal", "none", "emulated"}) {
 				const Result r = run(device, be, c, b, layers, steps, heavy, rows, heavy_rows, dir);
+				modelled.push_back({c, b, be, r, engine_s});
 				std::printf("%7u %5u %-9s %12.1f %12.0f %14.1f %14.0f %12.1f %12.1f %12.1f %8.0f%%\n", c, b, be,
 					    1e3 * r.step_s / layers, 1e3 * r.step_s / layers * MODEL_LAYERS, r.bus_bytes / 1e6 / layers,
 					    r.bus_bytes / 1e6 / layers * MODEL_LAYERS, r.device_bytes / 1e6 / layers,
@@ -219,5 +375,6 @@ int main(int argc, char **argv)
 		    "and 8-byte Score Blocks for emulated); in-dev: K slab bytes the emulated device read internally; fetch: "
 		    "bytes read to fetch the selected KV (only the 4 KiB blocks holding selected rows, whole slabs for pages "
 		    "coming back to memory); if pages: what reading those pages' K and V slabs whole would have read.\n");
+	print_model(modelled);
 	return 0;
 }
