@@ -23,7 +23,7 @@
 #include "llmtrace.h"
 #include "llmtrace.skel.h"
 #include "names.hpp"
-#include "sim/flat_map.hpp"
+#include "util/flat_map.hpp"
 
 namespace llmtrace {
 
@@ -125,7 +125,7 @@ struct Feed::Impl {
 	ring_buffer *rb = nullptr;
 	MountTable mounts = MountTable::load();
 	std::vector<std::string> prefixes;
-	llmcache::sim::FlatMap<uint8_t> ignored{64}; // files outside the prefixes, for records already sent
+	llmcache::util::FlatMap<uint8_t> ignored{64}; // files outside the prefixes, for records already sent
 	Feed *feed = nullptr;
 	int delivered = 0;
 

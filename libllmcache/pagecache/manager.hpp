@@ -33,7 +33,7 @@
 #include "pagecache/memcg.hpp"
 #include "pagecache/pinned_file.hpp"
 #include "pagecache/prefetcher.hpp"
-#include "sim/flat_map.hpp"
+#include "util/flat_map.hpp"
 
 extern "C" {
 #include "core/core.h"
@@ -146,7 +146,7 @@ private:
 	void *mem_ = nullptr;
 	llc_core *core_ = nullptr;
 	std::vector<File> files_;                // core file key = index + 1
-	llmcache::sim::FlatMap<uint32_t> by_id_{64}; // (dev, inode) -> key; 0: not managed
+	llmcache::util::FlatMap<uint32_t> by_id_{64}; // (dev, inode) -> key; 0: not managed
 	std::vector<SeqState> seqs_;
 	std::vector<std::vector<Range>> planned_; // the last tick's pin plan, per file
 	std::vector<uint32_t> pids_;             // engines seen, for the memcg cap

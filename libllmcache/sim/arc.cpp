@@ -5,9 +5,9 @@
 // was too small and raises the target p of T1; a hit in B2 lowers it. REPLACE evicts from T1 when it
 // exceeds p, else from T2. Follows Fig. 4 of the paper, with p real-valued as there.
 // Parameters: none (p starts at 0 and adapts in [0, c]). Tracks up to 2c keys; O(1) per access.
-#include "sim/flat_map.hpp"
 #include "sim/lru_list.hpp"
 #include "sim/policies.hpp"
+#include "util/flat_map.hpp"
 
 #include <algorithm>
 
@@ -96,7 +96,7 @@ private:
 		links_.release(n);
 	}
 
-	FlatMap<uint32_t> map_;
+	util::FlatMap<uint32_t> map_;
 	Links links_;
 	List l_[4];
 	std::vector<uint8_t> where_;

@@ -10,9 +10,9 @@
 // its block is cached with that next use), rebuilt from the cache when stale entries outnumber it.
 // Next-use indices are unique, so one u64 identifies both the block and its entry. O(log C) per access.
 // access() must replay prepare()'s stream in order; anything else throws std::logic_error.
-#include "sim/flat_map.hpp"
 #include "sim/lru_list.hpp"
 #include "sim/policies.hpp"
+#include "util/flat_map.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -33,7 +33,7 @@ public:
 		n_ = all.size();
 		keys_.resize(n_);
 		next_.resize(n_);
-		FlatMap<uint64_t> last(1024);
+		util::FlatMap<uint64_t> last(1024);
 		for (uint64_t i = n_; i-- > 0;) {
 			keys_[i] = all[i].key;
 			uint64_t *seen = last.find(keys_[i]);
@@ -118,7 +118,7 @@ private:
 	bool prepared_ = false;
 	uint64_t n_ = 0, pos_ = 0;
 	std::vector<uint64_t> keys_, next_;
-	FlatMap<uint32_t> map_;
+	util::FlatMap<uint32_t> map_;
 	std::vector<uint64_t> heap_;
 	std::vector<uint64_t> node_next_; // per cache slot: the cached block's next use
 };

@@ -4,9 +4,9 @@
 // replaces the first block whose bit is clear. A block enters with its bit clear, so only blocks hit
 // again since they were loaded get a second chance. O(1) amortised per access.
 // Parameters: none.
-#include "sim/flat_map.hpp"
 #include "sim/lru_list.hpp"
 #include "sim/policies.hpp"
+#include "util/flat_map.hpp"
 
 namespace llmcache::sim {
 
@@ -48,7 +48,7 @@ public:
 private:
 	void advance() { hand_ = hand_ + 1 == keys_.size() ? 0 : hand_ + 1; }
 
-	FlatMap<uint32_t> map_;
+	util::FlatMap<uint32_t> map_;
 	std::vector<uint64_t> keys_;
 	std::vector<uint8_t> ref_;
 	uint32_t hand_ = 0;

@@ -3,9 +3,9 @@
 // policy, and like LRU it hits nothing on a loop larger than the cache.
 // One insertion-order list over node indices, a FlatMap from key to node; O(1) per access.
 // Parameters: none.
-#include "sim/flat_map.hpp"
 #include "sim/lru_list.hpp"
 #include "sim/policies.hpp"
+#include "util/flat_map.hpp"
 
 namespace llmcache::sim {
 
@@ -38,7 +38,7 @@ public:
 	std::string_view name() const override { return "fifo"; }
 
 private:
-	FlatMap<uint32_t> map_;
+	util::FlatMap<uint32_t> map_;
 	Links links_;
 	List list_;
 };

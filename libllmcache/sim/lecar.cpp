@@ -10,9 +10,9 @@
 // (a block re-entering from a history starts at 1 again) and breaks ties by recency, least recent first.
 // Randomness: splitmix64 seeded with PolicyOptions::seed, so a run is reproducible.
 // LFU is O(1): frequency buckets in increasing order, each an LRU list of its blocks.
-#include "sim/flat_map.hpp"
 #include "sim/lru_list.hpp"
 #include "sim/policies.hpp"
+#include "util/flat_map.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -174,7 +174,7 @@ private:
 	double w_lru_ = 0.5, w_lfu_ = 0.5;
 	uint64_t rng_;
 	uint64_t now_ = 0;
-	FlatMap<uint32_t> map_;
+	util::FlatMap<uint32_t> map_;
 	Links lru_, lfu_, blinks_; // lru_ links the cache's LRU list and the two histories
 	List cache_, hist_[2], bl_; // bl_: buckets by increasing frequency
 	std::vector<Bucket> buckets_;

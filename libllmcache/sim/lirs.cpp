@@ -8,9 +8,9 @@
 // Parameters: HIR share 1% of the cache (at least 1 block), LIR the rest; the first LIR-share distinct
 // blocks become LIR. Non-resident entries in S are bounded to 2x the cache: beyond that the one evicted
 // longest ago leaves S (the paper leaves S unbounded). O(1) amortised per access.
-#include "sim/flat_map.hpp"
 #include "sim/lru_list.hpp"
 #include "sim/policies.hpp"
+#include "util/flat_map.hpp"
 
 #include <algorithm>
 
@@ -142,7 +142,7 @@ private:
 
 	uint64_t lir_cap_, nr_cap_;
 	uint64_t lir_count_ = 0;
-	FlatMap<uint32_t> map_;
+	util::FlatMap<uint32_t> map_;
 	Links s_, q_; // q_ links Q (resident HIR) and NR (non-resident entries in S, by eviction time)
 	List S_, Q_, NR_;
 	std::vector<uint8_t> lir_, res_, in_s_;

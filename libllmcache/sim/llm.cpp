@@ -25,7 +25,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "flat_map.hpp"
+#include "util/flat_map.hpp"
 
 extern "C" {
 #include "core/core.h"
@@ -257,7 +257,7 @@ private:
 
 	llc_core *core_ = nullptr;
 	void *mem_ = nullptr;
-	FlatMap<uint32_t> index_; // key -> slot
+	util::FlatMap<uint32_t> index_; // key -> slot
 	std::vector<uint64_t> key_;
 	std::vector<uint32_t> seq_of_, prev_, next_; // per slot: its list and the links in it
 	std::vector<List> lists_;                    // per sequence id, plus the HOT LRU list

@@ -3,9 +3,9 @@
 // one a loop larger than the cache defeats completely (each block is evicted just before its reuse).
 // One recency list (head = most recent) over node indices, a FlatMap from key to node; O(1) per access.
 // Parameters: none.
-#include "sim/flat_map.hpp"
 #include "sim/lru_list.hpp"
 #include "sim/policies.hpp"
+#include "util/flat_map.hpp"
 
 namespace llmcache::sim {
 
@@ -42,7 +42,7 @@ public:
 	std::string_view name() const override { return "lru"; }
 
 private:
-	FlatMap<uint32_t> map_;
+	util::FlatMap<uint32_t> map_;
 	Links links_;
 	List list_;
 };

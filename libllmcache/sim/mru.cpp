@@ -4,9 +4,9 @@
 // C-1 of a C-block cache hit per iteration. It is the per-pattern policy that UBM applies to loops.
 // One recency list (head = most recent) over node indices, a FlatMap from key to node; O(1) per access.
 // Parameters: none.
-#include "sim/flat_map.hpp"
 #include "sim/lru_list.hpp"
 #include "sim/policies.hpp"
+#include "util/flat_map.hpp"
 
 namespace llmcache::sim {
 
@@ -41,7 +41,7 @@ public:
 	std::string_view name() const override { return "mru"; }
 
 private:
-	FlatMap<uint32_t> map_;
+	util::FlatMap<uint32_t> map_;
 	Links links_;
 	List list_;
 };

@@ -18,7 +18,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "sim/flat_map.hpp"
+#include "util/flat_map.hpp"
 #include "util/units.hpp"
 
 namespace llmcache::sim {
@@ -47,8 +47,8 @@ Trace load_trace(trace::Reader &reader, const std::function<void(uint64_t record
 	Trace t;
 	// The footprint: a bitmap of 64-block words keyed by key >> 6, with the current word kept aside so that
 	// a sequential run costs one lookup per 64 blocks.
-	FlatMap<uint64_t> seen(uint64_t(1) << 16);
-	uint64_t word_key = FlatMap<uint64_t>::empty_key, word = 0;
+	util::FlatMap<uint64_t> seen(uint64_t(1) << 16);
+	uint64_t word_key = util::FlatMap<uint64_t>::empty_key, word = 0;
 	std::map<trace::FileKey, uint32_t> numbers;
 	trace::FileKey last{~0u, ~uint64_t(0)};
 	uint32_t file = 0;
@@ -82,7 +82,7 @@ Trace load_trace(trace::Reader &reader, const std::function<void(uint64_t record
 			uint64_t key = request_key(file, b);
 			t.requests.push_back(Request{key, a.time_ns});
 			if (key >> 6 != word_key) {
-				if (word_key != FlatMap<uint64_t>::empty_key)
+				if (word_key != util::FlatMap<uint64_t>::empty_key)
 					seen.put(word_key, word);
 				word_key = key >> 6;
 				const uint64_t *w = seen.find(word_key);

@@ -10,9 +10,9 @@
 // Parameters (the reference's defaults): S = 10% of the cache, M = 90% (real shares: M is over its share
 // when it holds more than 0.9 x the cache), G = 90% of the cache in keys (at least 1), the move from S to
 // M after 2 hits. O(1) amortised per access.
-#include "sim/flat_map.hpp"
 #include "sim/lru_list.hpp"
 #include "sim/policies.hpp"
+#include "util/flat_map.hpp"
 
 #include <algorithm>
 
@@ -104,7 +104,7 @@ private:
 	}
 
 	uint64_t ghost_;
-	FlatMap<uint32_t> map_;
+	util::FlatMap<uint32_t> map_;
 	Links links_;
 	List l_[3];
 	std::vector<uint8_t> where_, freq_;

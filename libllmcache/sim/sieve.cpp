@@ -7,9 +7,9 @@
 // the bit clear. Unlike CLOCK, survivors are not moved: old blocks that keep being hit stay behind the
 // hand, and new ones are sifted out quickly. As the reference implementation (libCacheSim's Sieve) runs
 // it. Parameters: none. O(1) amortised per access.
-#include "sim/flat_map.hpp"
 #include "sim/lru_list.hpp"
 #include "sim/policies.hpp"
+#include "util/flat_map.hpp"
 
 namespace llmcache::sim {
 
@@ -56,7 +56,7 @@ private:
 		links_.release(t);
 	}
 
-	FlatMap<uint32_t> map_;
+	util::FlatMap<uint32_t> map_;
 	Links links_;
 	List list_;
 	std::vector<uint8_t> visited_;

@@ -5,9 +5,9 @@
 // A1in change nothing (correlated references), so one-time scans pass through A1in without touching Am.
 // Parameters (the paper's recommendations): Kin = 25% of the cache (A1in is reclaimed from while larger),
 // Kout = 50% of the cache (ghost keys), both at least 1. O(1) per access.
-#include "sim/flat_map.hpp"
 #include "sim/lru_list.hpp"
 #include "sim/policies.hpp"
+#include "util/flat_map.hpp"
 
 #include <algorithm>
 
@@ -86,7 +86,7 @@ private:
 	}
 
 	uint64_t kin_, kout_;
-	FlatMap<uint32_t> map_;
+	util::FlatMap<uint32_t> map_;
 	Links links_;
 	List l_[3];
 	std::vector<uint8_t> where_;

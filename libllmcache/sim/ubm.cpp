@@ -21,9 +21,9 @@
 // fill the cache for good.
 // Parameters: sequential threshold 3 blocks; ghost list C/2 keys (at least 8).
 // Cost: O(1) per access, plus O(log loops) when a loop's period changes or its resident set empties.
-#include "sim/flat_map.hpp"
 #include "sim/lru_list.hpp"
 #include "sim/policies.hpp"
+#include "util/flat_map.hpp"
 
 #include <algorithm>
 #include <set>
@@ -199,7 +199,7 @@ private:
 
 	uint64_t ghost_cap_;
 	uint64_t now_ = 0, resident_ = 0;
-	FlatMap<uint32_t> map_, file_map_;
+	util::FlatMap<uint32_t> map_, file_map_;
 	std::vector<File> files_;
 	std::set<std::pair<uint64_t, uint32_t>> loops_; // (period, file) of loops with resident blocks
 	Links links_;

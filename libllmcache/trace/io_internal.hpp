@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "../sim/flat_map.hpp"
+#include "util/flat_map.hpp"
 #include "trace.hpp"
 
 namespace llmcache::trace::detail {
@@ -166,10 +166,10 @@ public:
 	}
 
 private:
-	static uint64_t fix(uint64_t k) { return k == sim::FlatMap<uint32_t>::empty_key ? 0 : k; }
+	static uint64_t fix(uint64_t k) { return k == util::FlatMap<uint32_t>::empty_key ? 0 : k; }
 	static uint64_t next(uint64_t k) { return fix(k * 0x9e3779b97f4a7c15ULL + 1); }
 
-	sim::FlatMap<uint32_t> map_;
+	util::FlatMap<uint32_t> map_;
 };
 
 // Dense numbers for (dev, inode) in order of first appearance, with a one-entry cache for runs of

@@ -154,7 +154,7 @@ private:
 	{
 		constexpr uint64_t chunk = io_buffer_size / sizeof(OracleRecord);
 		std::vector<OracleRecord> buf(chunk);
-		sim::FlatMap<int64_t> next_of(1024);
+		util::FlatMap<int64_t> next_of(1024);
 		for (uint64_t end = count_; end > 0;) {
 			uint64_t start = end > chunk ? end - chunk : 0, n = end - start;
 			read_at(start * sizeof(OracleRecord), buf.data(), n * sizeof(OracleRecord));

@@ -1017,10 +1017,10 @@ private:
 	std::vector<uint32_t> free_tables_;
 	std::vector<Ofd> ofds_;
 	std::vector<uint32_t> free_ofds_;
-	sim::FlatMap<uint64_t> procs_; // tid -> table << 32 | tgid
+	util::FlatMap<uint64_t> procs_; // tid -> table << 32 | tgid
 	std::vector<Pending> pending_;
 	std::vector<uint32_t> free_pending_;
-	sim::FlatMap<uint32_t> pending_of_; // tid -> index in pending_
+	util::FlatMap<uint32_t> pending_of_; // tid -> index in pending_
 	uint32_t clones_pending_ = 0, clone_parent_ = 0;
 	uint32_t main_pid_ = 0; // the pid of lines without one, once known
 	std::string joined_;

@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: MIT
-// An open-addressing hash map from a 64-bit key to a small value, for the policies' hot paths:
-// linear probing, backward-shift deletion, power-of-two capacity sized once for the cache, no
-// allocation per operation. Keys must not equal empty_key (all ones), which no request key can be.
+// An open-addressing hash map from a 64-bit key to a small value, for hot paths (the policies, the trace
+// readers, the userspace mode's file table): linear probing, backward-shift deletion, power-of-two
+// capacity sized once, no allocation per operation. Keys must not equal empty_key (all ones), which no
+// request key can be.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-namespace llmcache::sim {
+namespace llmcache::util {
 
 template <typename V> class FlatMap {
 public:
@@ -124,4 +125,4 @@ private:
 	uint64_t size_ = 0;
 };
 
-} // namespace llmcache::sim
+} // namespace llmcache::util

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "libllmcache/sim/flat_map.hpp"
 #include "libllmcache/sim/policy.hpp"
+#include "libllmcache/util/flat_map.hpp"
 
 extern "C" {
 #include "libllmcache/core/core.h"
@@ -71,7 +71,7 @@ double replay_rate(Policy &p, const std::vector<Request> &reqs, uint64_t &hits)
 
 double hash_floor_rate(const std::vector<Request> &reqs, uint64_t capacity)
 {
-	FlatMap<uint32_t> map(capacity);
+	llmcache::util::FlatMap<uint32_t> map(capacity);
 	uint64_t found = 0;
 	auto start = Clock::now();
 	for (const Request &r : reqs) {

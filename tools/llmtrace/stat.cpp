@@ -18,9 +18,9 @@ extern "C" {
 #include "core/core.h"
 }
 #include "progress.hpp"
-#include "sim/flat_map.hpp"
 #include "sim/policy.hpp"
 #include "trace/trace.hpp"
+#include "util/flat_map.hpp"
 #include "util/units.hpp"
 
 namespace po = boost::program_options;
@@ -128,8 +128,8 @@ int cmd_stat(int argc, char **argv)
 	}
 
 	std::vector<FileInfo> files;
-	sim::FlatMap<uint32_t> file_of(64);
-	sim::FlatMap<uint8_t> seen(1 << 16);
+	util::FlatMap<uint32_t> file_of(64);
+	util::FlatMap<uint8_t> seen(1 << 16);
 	uint64_t records = 0, blocks = 0, per_op[LLMCACHE_NR_OPS] = {}, first_ns = 0, last_ns = 0;
 	trace::PathMap paths;
 	std::vector<std::string> notes;
