@@ -10,7 +10,7 @@
  */
 #pragma once
 #include "csd/kernels/kernel_common.h"
-#include "kv/slab.hpp"
+#include "kvio/slab.hpp"
 
 #include <cstdint>
 #include <functional>

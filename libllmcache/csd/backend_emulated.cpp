@@ -9,9 +9,9 @@
  * than start + max(bytes read / bandwidth, multiply-accumulates / rate). Only scores cross to the host.
  */
 #include "csd/backend.hpp"
-#include "kv/io_memory.hpp"
-#include "kv/storage_pool.hpp"
-#include "kv/uring.hpp"
+#include "kvio/io_memory.hpp"
+#include "kvio/storage_pool.hpp"
+#include "kvio/uring.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -6,7 +6,7 @@
  * are measured against.
  */
 #include "csd/backend.hpp"
-#include "kv/storage_pool.hpp"
+#include "kvio/storage_pool.hpp"
 
 #include <cerrno>
 

@@ -11,7 +11,7 @@
  * otherwise, or with no card, make_xrt_backend() says why and the caller falls back to emulated.
  */
 #include "csd/backend.hpp"
-#include "kv/storage_pool.hpp"
+#include "kvio/storage_pool.hpp"
 
 #include <cerrno>
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "kv/kv_store.hpp"
 
-#include "kv/crc32c.hpp"
 #include "kv/score_merge.hpp"
+#include "kvio/crc32c.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * The KV store of one session: the CPU pool (pages of tokens in memory, within a byte budget) and the
- * storage pool (pages spilled as K and V slabs, storage_pool.hpp), with HillInfer's hierarchical
+ * storage pool (pages spilled as K and V slabs, kvio/storage_pool.hpp), with HillInfer's hierarchical
  * importance evaluation on top (Sec. 3.2, Alg. 1):
  *  - append: a token's K and V for one layer land in the layer's current page in memory; when the CPU
  *    pool goes over budget, whole pages are spilled in one batch down to 7/8 of the budget. Pages that
@@ -16,7 +16,7 @@
  */
 #pragma once
 #include "csd/backend.hpp"
-#include "kv/storage_pool.hpp"
+#include "kvio/storage_pool.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -121,7 +121,7 @@ private:
 		// the cache then), so a spill seals the slabs without reading the page again. Only full pages
 		// spill and a full page never changes, so the values stay right when it comes back.
 		uint32_t keys_crc = 0, v_crc = 0;
-		// CRC32C per 4 KiB block of the K and V slabs (slab.hpp), fed as rows are appended and completed
+		// CRC32C per 4 KiB block of the K and V slabs (kvio/slab.hpp), fed as rows are appended and completed
 		// at the first spill: what a read of only the selected rows' blocks is verified against.
 		BlockCrcs kb, vb;
 		int64_t k_off = -1, v_off = -1;

@@ -19,8 +19,8 @@
 // data). The copy's CPU rate without I/O, verify-then-copy against the fused form, is printed first.
 // fio's buffers are in hugetlb pages when they can be reserved, as the pool's are in transparent huge
 // pages (fio_memory()).
-#include "kv/crc32c.hpp"
-#include "kv/storage_pool.hpp"
+#include "kvio/crc32c.hpp"
+#include "kvio/storage_pool.hpp"
 
 #include <fcntl.h>
 #include <sys/utsname.h>
@@ -98,7 +98,7 @@ uint64_t proc_field(const char *path, const std::string &key)
 	return 0;
 }
 
-// The pool's I/O buffers and slabs sit in transparent huge pages (kv/io_memory.hpp), which fio's
+// The pool's I/O buffers and slabs sit in transparent huge pages (kvio/io_memory.hpp), which fio's
 // default buffers do not: fio gets hugetlb pages (--mem=mmaphuge) for its buffers, reserved here for
 // the run and given back at exit, so both sides move data to and from physically contiguous memory.
 // Returns fio's --mem and says which memory each side uses.

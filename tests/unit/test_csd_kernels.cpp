@@ -4,7 +4,7 @@
 #include "cmocka_cpp.hpp"
 
 #include "csd/kernels/kernel_common.h"
-#include "kv/crc32c.hpp"
+#include "kvio/crc32c.hpp"
 
 #include <cmath>
 #include <cstring>

@@ -4,8 +4,8 @@
 // size; a SlabBuffer's tail is zero even in a reused slot.
 #include "cmocka_cpp.hpp"
 
-#include "kv/io_memory.hpp"
-#include "kv/storage_pool.hpp"
+#include "kvio/io_memory.hpp"
+#include "kvio/storage_pool.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -7,8 +7,8 @@
 #include "cmocka_cpp.hpp"
 #include "kv_test_device.hpp"
 
-#include "kv/crc32c.hpp"
 #include "kv/kv_store.hpp"
+#include "kvio/crc32c.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>

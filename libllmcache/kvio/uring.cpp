@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "kv/uring.hpp"
+#include "kvio/uring.hpp"
 
 #include <unistd.h>
 

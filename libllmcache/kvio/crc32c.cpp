@@ -21,7 +21,7 @@
  * machine's Xeon (no VPCLMULQDQ): 1.2-1.4x the three streams' rate over data in cache, 5-10% more
  * over data in memory, where the memory sets the pace (about 10 GB/s on one core).
  */
-#include "kv/crc32c.hpp"
+#include "kvio/crc32c.hpp"
 
 #include <array>
 #include <cstring>

@@ -8,8 +8,8 @@
  * (slab.hpp) before the caller sees it.
  */
 #pragma once
-#include "kv/slab.hpp"
-#include "kv/uring.hpp"
+#include "kvio/slab.hpp"
+#include "kvio/uring.hpp"
 
 #include <cstdint>
 #include <functional>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-#include "kv/slab.hpp"
+#include "kvio/slab.hpp"
 
-#include "kv/crc32c.hpp"
+#include "kvio/crc32c.hpp"
 
 #include <cerrno>
 #include <algorithm>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-#include "kv/storage_pool.hpp"
+#include "kvio/storage_pool.hpp"
 
-#include "kv/io_memory.hpp"
+#include "kvio/io_memory.hpp"
 
 #include <fcntl.h>
 #include <linux/fs.h>

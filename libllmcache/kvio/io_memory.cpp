@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "kv/io_memory.hpp"
+#include "kvio/io_memory.hpp"
 
 #include <sys/mman.h>
 
