@@ -133,7 +133,8 @@ StepTiming predict_step(const SmartSsdTiming &p, const StepWork &w)
 {
 	const LayerWork &l = w.layer;
 	const Resource engine = p.engine_shares_host_cpu ? Resource::HostCpu : Resource::Engine;
-	const double device_chunks = std::max(l.kernel_runs, 1.0), fpga_s = per(l.device_tokens * l.macs_per_token, p.fpga_mac_rate) + l.kernel_runs * p.kernel_run_overhead_s;
+	const double device_chunks = std::max(l.kernel_runs, 1.0);
+	const double fpga_s = per(l.device_tokens * l.macs_per_token, p.fpga_mac_rate) + l.kernel_runs * p.kernel_run_overhead_s;
 	Schedule s;
 	std::vector<LayerTasks> layer(w.layers);
 	// Layer i's selection may start once it is allowed to: after layer i-1's selection and layer i-2's
@@ -167,7 +168,8 @@ StepTiming predict_step(const SmartSsdTiming &p, const StepWork &w)
 		t.selection = s.add(Resource::HostCpu, i, "selection", 0, {t.scores_up, pool, read_scoring});
 		const int fetch = s.add(Resource::Flash, i, "fetch read", per(l.fetch_bytes, p.flash_read_bw), {t.selection}, NONE,
 					p.flash_read_latency_s, l.fetch_reads);
-		const int fetch_up = s.add(Resource::PcieUp, i, "fetch transfer", per(l.fetch_bytes, p.pcie_bw), {}, fetch, 0, l.fetch_reads);
+		const int fetch_up =
+			s.add(Resource::PcieUp, i, "fetch transfer", per(l.fetch_bytes, p.pcie_bw), {}, fetch, 0, l.fetch_reads);
 		t.ready = s.add(Resource::HostCpu, i, "rows on the host", 0, {t.selection, fetch_up});
 		// The pool update after the selection spills pages: it delays only the link and the flash.
 		const int spill_down = s.add(Resource::PcieDown, i, "spill transfer", per(l.spill_bytes, p.pcie_bw), {t.ready});
