@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The layer rule of libllmcache (libllmcache/layers.txt, checked by scripts/check-layers.sh, which the
+# build runs): the tree as it is passes; a scratch copy of it fails once one forbidden include is
+# planted in it (csd/ including kv/kv_store.hpp; trace/ reaching sim/ by a relative path; a directory
+# that is no layer), with a message that names the file, the line, the include and the rule.
+set -euo pipefail
+src=${LLMCACHE_SRC:?LLMCACHE_SRC is not set}
+bin=${LLMCACHE_BIN:?LLMCACHE_BIN is not set}
+. "$(dirname "$0")/check.sh"
+work=$(mktemp -d "$(dirname "$bin")/layers-test.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# plant NAME FILE LINE TEXT: a copy of the tree (what the check reads) with TEXT as line LINE of FILE
+plant() {
+	local tree=$work/$1
+	mkdir -p "$tree/scripts"
+	cp -r "$src/libllmcache" "$src/include" "$tree/"
+	cp "$src/scripts/check-layers.sh" "$tree/scripts/"
+	if [ -f "$tree/$2" ]; then
+		sed -i "${3}i $4" "$tree/$2"
+	else
+		mkdir -p "$(dirname "$tree/$2")"
+		echo "$4" >"$tree/$2"
+	fi
+}
+
+# fails NAME EXPECTED...: the check of tree NAME exits 1 and its output holds each EXPECTED
+fails() {
+	local tree=$work/$1 status=0 want
+	shift
+	bash "$tree/scripts/check-layers.sh" "$tree" >"$tree.out" 2>&1 || status=$?
+	sed 's/^/    /' "$tree.out"
+	[ $status -eq 1 ] || { echo "    exit status $status, not 1"; return 1; }
+	for want in "$@"; do
+		grep -qF -- "$want" "$tree.out" || { echo "    no \"$want\" in the output"; return 1; }
+	done
+}
+
+check "the tree as it is keeps its layers" bash "$src/scripts/check-layers.sh" "$src"
+
+plant csd_kv libllmcache/csd/backend.cpp 3 '#include "kv/kv_store.hpp"'
+check "csd/ including kv/kv_store.hpp fails, naming the file, the line, the include and the rule" \
+	fails csd_kv 'libllmcache/csd/backend.cpp:3: #include "kv/kv_store.hpp"' \
+	'layer csd may not include layer kv' 'csd may include: kvio' 'libllmcache/layers.txt'
+
+plant trace_sim libllmcache/trace/csv.cpp 2 '#include "../sim/policy.hpp"'
+check "trace/ including ../sim/policy.hpp (relative) fails" \
+	fails trace_sim 'libllmcache/trace/csv.cpp:2: #include "../sim/policy.hpp"' 'layer trace may not include layer sim'
+
+plant stray libllmcache/stray/stray.cpp 1 '#include "util/units.hpp"'
+check "a directory that is no layer fails" fails stray 'libllmcache/stray/stray.cpp:1: not in a layer'
+
+[ $fails -eq 0 ]
