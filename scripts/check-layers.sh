@@ -13,9 +13,19 @@ src=$(cd "${1:-$(dirname "$0")/..}" && pwd)
 table=libllmcache/layers.txt
 cd "$src"
 
+# The table lists the layers bottom up: a layer names only layers on earlier lines, so there is no cycle.
 declare -A may_include
+n=0
 while read -ra words; do
+	n=$((n + 1))
 	[[ ${#words[@]} -eq 0 || ${words[0]} == \#* ]] && continue
+	for lower in "${words[@]:1}"; do
+		if [ -z "${may_include[$lower]+set}" ]; then
+			echo "$table:$n: ${words[0]} names $lower, which no earlier line defines" \
+				"(the table lists the layers bottom up; a layer may include only lower ones)" >&2
+			exit 1
+		fi
+	done
 	may_include[${words[0]}]=${words[*]:1}
 done <"$table"
 

@@ -3,7 +3,8 @@
 # The layer rule of libllmcache (libllmcache/layers.txt, checked by scripts/check-layers.sh, which the
 # build runs): the tree as it is passes; a scratch copy of it fails once one forbidden include is
 # planted in it (csd/ including kv/kv_store.hpp; trace/ reaching sim/ by a relative path; a directory
-# that is no layer), with a message that names the file, the line, the include and the rule.
+# that is no layer), with a message that names the file, the line, the include and the rule; and a
+# table with a cycle fails.
 set -euo pipefail
 src=${LLMCACHE_SRC:?LLMCACHE_SRC is not set}
 bin=${LLMCACHE_BIN:?LLMCACHE_BIN is not set}
@@ -11,12 +12,17 @@ bin=${LLMCACHE_BIN:?LLMCACHE_BIN is not set}
 work=$(mktemp -d "$(dirname "$bin")/layers-test.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-# plant NAME FILE LINE TEXT: a copy of the tree (what the check reads) with TEXT as line LINE of FILE
+# copy NAME: a copy of what the check reads (libllmcache/, include/, the script) as $work/NAME
+copy() {
+	mkdir -p "$work/$1/scripts"
+	cp -r "$src/libllmcache" "$src/include" "$work/$1/"
+	cp "$src/scripts/check-layers.sh" "$work/$1/scripts/"
+}
+
+# plant NAME FILE LINE TEXT: copy NAME with TEXT as line LINE of FILE
 plant() {
 	local tree=$work/$1
-	mkdir -p "$tree/scripts"
-	cp -r "$src/libllmcache" "$src/include" "$tree/"
-	cp "$src/scripts/check-layers.sh" "$tree/scripts/"
+	copy "$1"
 	if [ -f "$tree/$2" ]; then
 		sed -i "${3}i $4" "$tree/$2"
 	else
@@ -46,9 +52,15 @@ check "csd/ including kv/kv_store.hpp fails, naming the file, the line, the incl
 
 plant trace_sim libllmcache/trace/csv.cpp 2 '#include "../sim/policy.hpp"'
 check "trace/ including ../sim/policy.hpp (relative) fails" \
-	fails trace_sim 'libllmcache/trace/csv.cpp:2: #include "../sim/policy.hpp"' 'layer trace may not include layer sim'
+	fails trace_sim 'libllmcache/trace/csv.cpp:2: #include "../sim/policy.hpp"' \
+	'layer trace may not include layer sim'
 
 plant stray libllmcache/stray/stray.cpp 1 '#include "util/units.hpp"'
 check "a directory that is no layer fails" fails stray 'libllmcache/stray/stray.cpp:1: not in a layer'
+
+copy cycle
+sed -i 's/^kvio$/kvio csd/' "$work/cycle/libllmcache/layers.txt"
+check "a table with a cycle (kvio naming csd) fails" \
+	fails cycle 'layers.txt:' 'kvio names csd, which no earlier line defines'
 
 [ $fails -eq 0 ]
