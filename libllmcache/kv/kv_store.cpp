@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "kv/kv_store.hpp"
 
+#include "kv/kv_trace.hpp"
+#include "kv/policy_pool_update.hpp"
+#include "kv/policy_spill.hpp"
 #include "kv/score_merge.hpp"
 #include "kvio/crc32c.hpp"
 
@@ -20,6 +23,18 @@ int KvStore::set_error(int e, std::string msg)
 }
 
 uint64_t KvStore::page_bytes() const { return geo_.k_payload(opt_.page_tokens) + opt_.page_tokens * geo_.row_bytes(); }
+
+policy::Params KvStore::params() const
+{
+	policy::Params p;
+	p.page_tokens = opt_.page_tokens;
+	p.sink_tokens = opt_.sink_tokens;
+	p.recent_tokens = opt_.recent_tokens;
+	p.cpu_budget = opt_.cpu_budget;
+	p.page_bytes = page_bytes();
+	p.device = (bool)pool_;
+	return p;
+}
 
 int KvStore::check_shape(const KvShape &shape, std::string &err)
 {
@@ -80,6 +95,13 @@ int KvStore::open(const KvShape &shape, const KvOptions &opt, std::unique_ptr<Kv
 			return r;
 		s->note_ += (s->note_.empty() || note.empty() ? "" : "; ") + note;
 	}
+	if (!opt.trace.empty()) {
+		KvTraceHeader h{shape.layers, shape.q_heads, shape.kv_heads, shape.head_dim, shape.dtype, shape.max_context,
+				opt.page_tokens, opt.sink_tokens, opt.recent_tokens, opt.cpu_budget, opt.beta,
+				(bool)s->pool_, opt.estimator == csd::Estimator::QuestBounds ? "quest" : "exact"};
+		if (int r = KvTraceWriter::open(opt.trace, h, s->trace_, err))
+			return r;
+	}
 	out = std::move(s);
 	return 0;
 }
@@ -93,11 +115,7 @@ double KvStore::beta() const { return opt_.beta < 0 ? stats_.beta() : opt_.beta;
 // (off, or adaptive before both rates are measured) the CPU pool fills its budget first.
 uint64_t KvStore::budget() const
 {
-	const double b = beta();
-	if (!pool_ || !(b > 0))
-		return opt_.cpu_budget;
-	const double total = (double)(stats_.cpu_pages + stats_.spilled_pages) * (double)page_bytes();
-	return std::min<uint64_t>(opt_.cpu_budget, (uint64_t)(total * b / (1 + b)));
+	return policy::cpu_target(params(), beta(), (stats_.cpu_pages + stats_.spilled_pages) * page_bytes());
 }
 
 uint64_t KvStore::hard_limit() const { return opt_.cpu_budget + std::max(opt_.cpu_budget / 4, 2 * page_bytes()); }
@@ -181,10 +199,9 @@ int KvStore::append(uint32_t layer, const void *k, const void *v)
 	}
 	p.n_tokens++;
 	tokens_[layer]++;
-	// Over the budget: spill now. Over the beta split only: spill when a page fills (pages become
-	// movable only at page boundaries, so checking every token would rescan for nothing).
-	const bool over = stats_.cpu_bytes > opt_.cpu_budget || (p.n_tokens == P && stats_.cpu_bytes > budget());
-	if (!over)
+	if (trace_)
+		trace_->append(layer);
+	if (!policy::must_spill_after_append(params(), stats_.cpu_bytes, budget(), p.n_tokens == P))
 		return 0;
 	// A device that fails (I/O errors, gone, full) fails every spill, and every spill of an append
 	// over the budget wrote all its victims again: the pages that could not leave piled up, so each
@@ -205,9 +222,7 @@ int KvStore::spill_and_note()
 	return r;
 }
 
-// Spills whole pages until the CPU pool is at 7/8 of its budget (a batch per spill keeps the queue
-// full and the victim scan rare). Victims: full pages holding neither sink nor recent tokens, the
-// least often selected first, then the oldest.
+// Spills the pages policy::choose_spill_victims() chooses (policy_spill.hpp), in one batch.
 int KvStore::spill()
 {
 	const uint64_t over = stats_.cpu_bytes - std::min(stats_.cpu_bytes, opt_.cpu_budget);
@@ -216,27 +231,20 @@ int KvStore::spill()
 					     " bytes by " + std::to_string(over) +
 					     " and no storage device is configured: the KV stays in memory; configure a KV "
 					     "device or raise the budget");
-	struct Victim {
-		uint32_t hits, layer, page;
-	};
-	std::vector<Victim> cand;
 	const uint32_t P = opt_.page_tokens;
+	const uint64_t pb = page_bytes();
+	policy::PoolSnapshot snap;
+	snap.pages.resize(shape_.layers);
+	snap.tokens = tokens_;
+	snap.cpu_bytes = stats_.cpu_bytes;
 	for (uint32_t l = 0; l < shape_.layers; l++) {
-		const uint32_t n = tokens_[l], recent_from = n > opt_.recent_tokens ? n - opt_.recent_tokens : 0;
-		for (uint32_t pg = 0; pg < pages_[l].size(); pg++) {
-			const Page &p = pages_[l][pg];
-			if (p.k && p.n_tokens == P && pg * P >= opt_.sink_tokens && (pg + 1) * P <= recent_from)
-				cand.push_back({p.hits, l, pg});
-		}
+		snap.pages[l].reserve(pages_[l].size());
+		for (const Page &p : pages_[l])
+			snap.pages[l].push_back(page_info(p));
 	}
-	const uint64_t target = budget() - budget() / 8, pb = page_bytes();
-	const size_t want = std::min<size_t>(cand.size(), (stats_.cpu_bytes - std::min(target, stats_.cpu_bytes) + pb - 1) / pb);
-	std::partial_sort(cand.begin(), cand.begin() + want, cand.end(), [](const Victim &a, const Victim &b) {
-		return a.hits != b.hits ? a.hits < b.hits : a.page != b.page ? a.page < b.page : a.layer < b.layer;
-	});
-	cand.resize(want);
+	const std::vector<policy::PageRef> cand = policy::choose_spill_victims(snap, params(), budget());
 	std::vector<SlabWrite> w;
-	for (const Victim &c : cand) {
+	for (const policy::PageRef &c : cand) {
 		Page &p = pages_[c.layer][c.page];
 		p.kb.finish(p.k.slab());
 		p.vb.finish(p.v.slab());
@@ -250,6 +258,7 @@ int KvStore::spill()
 	std::string err;
 	int r = pool_->write(w, res, err);
 	stats_.spill_batches++;
+	std::vector<policy::PageRef> failed;
 	for (size_t i = 0; i < cand.size(); i++) {
 		const int64_t ko = res[2 * i], vo = res[2 * i + 1];
 		if (ko < 0 || vo < 0) {
@@ -258,6 +267,7 @@ int KvStore::spill()
 			if (vo >= 0)
 				pool_->release(vo);
 			stats_.spill_failures++;
+			failed.push_back(cand[i]);
 			continue;
 		}
 		Page &p = pages_[cand[i].layer][cand[i].page];
@@ -269,6 +279,8 @@ int KvStore::spill()
 		stats_.cpu_pages--;
 		stats_.spilled_pages++;
 	}
+	if (trace_)
+		trace_->spill(cand, failed);
 	if (r < 0)
 		return set_error(r, err);
 	if (stats_.cpu_bytes > opt_.cpu_budget)
@@ -384,13 +396,10 @@ int KvStore::select_begin(uint32_t layer, const float *q, uint32_t budget)
 	Pending &pd = pending_;
 	pd = {};
 	pd.layer = layer;
-	pd.n = tokens_[layer];
-	pd.sink = std::min(opt_.sink_tokens, pd.n);
-	pd.recent_from = std::max(pd.sink, pd.n > opt_.recent_tokens ? pd.n - opt_.recent_tokens : 0);
-	const uint32_t kept = pd.sink + (pd.n - pd.recent_from);
-	pd.k = budget > kept ? budget - kept : 0;
+	pd.budget = budget;
+	pd.plan = policy::plan_select(tokens_[layer], opt_.sink_tokens, opt_.recent_tokens, budget);
 	pd.q.assign(q, q + (size_t)shape_.q_heads * shape_.head_dim);
-	if (pd.k > 0) {
+	if (pd.plan.k > 0) {
 		csd::ScoreJob job;
 		job.q = pd.q.data();
 		job.layer = layer;
@@ -398,7 +407,7 @@ int KvStore::select_begin(uint32_t layer, const float *q, uint32_t budget)
 		job.estimator = opt_.estimator;
 		const uint32_t P = opt_.page_tokens;
 		for (uint32_t pg = 0; pg < pages_[layer].size(); pg++)
-			if (!pages_[layer][pg].k && pd.scored(pg, P))
+			if (!pages_[layer][pg].k && pd.plan.scored(pg, P))
 				job.pages.push_back({pg, pg * P, pages_[layer][pg].n_tokens, (uint64_t)pages_[layer][pg].k_off});
 		pd.submitted = std::chrono::steady_clock::now();
 		if (!job.pages.empty() && backend_->submit(job) < 0)
@@ -421,9 +430,16 @@ int KvStore::select_end(KvSelection &out)
 	Pending &pd = pending_;
 	pd.active = false;
 	const uint32_t layer = pd.layer, P = opt_.page_tokens;
-	ScoreMerge merge(pd.k, pd.sink, pd.recent_from);
-	auto add = [&](const csd_score *s, size_t cnt) { merge.add(s, cnt); };
-	if (pd.k > 0) {
+	const policy::SelectPlan &plan = pd.plan;
+	// policy::select_tokens() as the Score Blocks arrive: the same ScoreMerge, fed incrementally.
+	ScoreMerge merge(plan.k, plan.sink, plan.recent_from);
+	std::vector<csd_score> traced; // with a trace: every score, which the replay selects from
+	auto add = [&](const csd_score *s, size_t cnt) {
+		merge.add(s, cnt);
+		if (trace_)
+			traced.insert(traced.end(), s, s + cnt);
+	};
+	if (plan.k > 0) {
 		using Clock = std::chrono::steady_clock;
 		auto ns = [](Clock::time_point a, Clock::time_point b) {
 			return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count();
@@ -431,10 +447,10 @@ int KvStore::select_end(KvSelection &out)
 		// The CPU pool is scored here, while the backend scores the spilled pages.
 		const auto t0 = Clock::now();
 		stats_.cpu_runs++;
-		for (uint32_t pg = 0; pg < pages_[layer].size() && pg * P < pd.n; pg++) {
+		for (uint32_t pg = 0; pg < pages_[layer].size() && pg * P < plan.n; pg++) {
 			const Page &p = pages_[layer][pg];
-			if (p.k && pd.scored(pg, P)) {
-				csd::score_page(geo_, opt_.estimator, pd.q.data(), p.k.get(), pg * P, std::min(p.n_tokens, pd.n - pg * P),
+			if (p.k && plan.scored(pg, P)) {
+				csd::score_page(geo_, opt_.estimator, pd.q.data(), p.k.get(), pg * P, std::min(p.n_tokens, plan.n - pg * P),
 						opt_.score_block, add);
 				stats_.scored_cpu += p.n_tokens;
 			}
@@ -447,17 +463,20 @@ int KvStore::select_end(KvSelection &out)
 			stats_.storage_score_ns += ns(pd.submitted, Clock::now());
 		}
 	}
-	out.positions = merge.select(pd.n);
+	out.positions = merge.select(plan.n);
+	if (trace_) {
+		trace_->select(layer, pd.budget, plan.n, std::move(traced));
+		trace_->selected(layer, out.positions);
+	}
+	for (uint32_t pg : policy::pages_hit(plan, out.positions, P))
+		pages_[layer][pg].hits++;
 	const uint64_t row = geo_.row_bytes(), keys_at = 8ull * geo_.dims();
 	out.k.resize(out.positions.size() * row);
 	out.v.resize(out.positions.size() * row);
 	std::vector<uint32_t> need; // spilled pages holding selected tokens
-	uint32_t last_hit = UINT32_MAX;
 	for (size_t i = 0; i < out.positions.size(); i++) {
 		const uint32_t pos = out.positions[i], pg = pos / P, t = pos % P;
-		Page &p = pages_[layer][pg];
-		if (pos >= pd.sink && pos < pd.recent_from && pg != last_hit) // one hit per page and select
-			p.hits++, last_hit = pg;
+		const Page &p = pages_[layer][pg];
 		if (p.k) {
 			std::memcpy(&out.k[i * row], p.k.get() + keys_at + t * row, row);
 			std::memcpy(&out.v[i * row], p.v.get() + t * row, row);
@@ -467,38 +486,20 @@ int KvStore::select_end(KvSelection &out)
 	}
 	if (need.empty())
 		return 0;
-	// Pool update (HillInfer's bidirectional pools): a fetched page comes back to memory if there is
-	// room, or if a resident page of the layer that could be spilled in its place was selected at
-	// least PROMOTE_MARGIN selects fewer (each such page is paired with one promotion, most selected
-	// first, so spill() then evicts exactly those and nothing ping-pongs).
-	std::vector<uint32_t> low; // hits of the layer's evictable resident pages, ascending
-	for (uint32_t pg = 0; pg < pages_[layer].size(); pg++) {
-		const Page &p = pages_[layer][pg];
-		if (p.k && p.n_tokens == P && pg * P >= opt_.sink_tokens && (pg + 1) * P <= pd.recent_from)
-			low.push_back(p.hits);
-	}
-	std::sort(low.begin(), low.end());
-	std::vector<uint32_t> order(need);
-	std::stable_sort(order.begin(), order.end(),
-			 [&](uint32_t a, uint32_t b) { return pages_[layer][a].hits > pages_[layer][b].hits; });
-	uint64_t room = stats_.cpu_bytes < budget() ? (budget() - stats_.cpu_bytes) / page_bytes() : 0;
-	std::vector<uint32_t> promoted; // ascending page numbers
-	for (size_t i = 0, v = 0; pool_ && i < order.size(); i++) {
-		const uint32_t h = pages_[layer][order[i]].hits;
-		if (room)
-			room--;
-		else if (v < low.size() && low[v] + PROMOTE_MARGIN <= h)
-			v++;
-		else
-			continue;
-		promoted.push_back(order[i]);
-	}
-	std::sort(promoted.begin(), promoted.end());
+	// Pool update (policy_pool_update.hpp): which fetched pages come back to memory.
+	std::vector<policy::PageInfo> snap;
+	snap.reserve(pages_[layer].size());
+	for (const Page &p : pages_[layer])
+		snap.push_back(page_info(p));
+	const std::vector<uint32_t> promoted =
+		policy::choose_promotions(snap, need, params(), plan.recent_from, stats_.cpu_bytes, budget());
 	std::vector<Page> incoming(promoted.size());
 	if (int r = fetch(layer, out.positions, out.k.data(), out.v.data(), promoted, incoming); r < 0) {
 		out = {};
 		return r;
 	}
+	if (trace_)
+		trace_->promoted(layer, promoted);
 	for (size_t i = 0; i < promoted.size(); i++) {
 		Page &p = pages_[layer][promoted[i]];
 		pool_->release((uint64_t)p.k_off);

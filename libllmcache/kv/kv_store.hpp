@@ -8,6 +8,9 @@
  *    hold sink tokens or recent tokens never leave memory; among the others the least often selected
  *    (hit count) and then the oldest go first. A page that cannot be written stays in memory: nothing
  *    the CPU pool holds is ever dropped.
+ *  - the decisions (which pages spill, which tokens are selected, which pages come back) are the pure
+ *    functions of policy_*.hpp; this file executes them, and writes a KV trace of them when asked
+ *    (KvOptions::trace, kv_trace.hpp) that the KV replay (kv_replay.hpp) reproduces.
  *  - select: the storage backend scores the spilled pages (in the device for emulated/xrt, on the host
  *    for none) while this thread scores the resident ones with the same kernel; Score Blocks from
  *    both are merged incrementally (score_merge.hpp); the result is sink + recent + the top-k of the
@@ -16,6 +19,8 @@
  */
 #pragma once
 #include "csd/backend.hpp"
+#include "kv/policy.hpp"
+#include "kv/policy_select.hpp"
 #include "kvio/storage_pool.hpp"
 
 #include <chrono>
@@ -26,6 +31,8 @@
 #include <vector>
 
 namespace llmcache::kv {
+
+class KvTraceWriter;
 
 struct KvShape {
 	uint32_t layers = 0, q_heads = 0, kv_heads = 0, head_dim = 0;
@@ -49,6 +56,7 @@ struct KvOptions {
 	std::string backend = "none"; // none, emulated, xrt
 	csd::EmulatedConfig emulated;
 	std::string xclbin;
+	std::string trace; // a file to write the session's KV trace to (kv_trace.hpp); empty = none
 };
 
 struct KvSelection {
@@ -128,15 +136,16 @@ private:
 	};
 	struct Pending {
 		bool active = false;
-		uint32_t layer = 0, n = 0, sink = 0, recent_from = 0;
-		size_t k = 0, storage_pages = 0;
+		uint32_t layer = 0, budget = 0;
+		policy::SelectPlan plan; // the always-kept tokens and the top-k places (policy_select.hpp)
+		size_t storage_pages = 0;
 		std::vector<float> q;
 		std::chrono::steady_clock::time_point submitted;
-		// Pages wholly inside the always-kept ranges need no score.
-		bool scored(uint32_t pg, uint32_t P) const { return (pg + 1) * P > sink && pg * P < recent_from; }
 	};
-	static constexpr uint32_t PROMOTE_MARGIN = 2;
 	KvStore() = default;
+	// What the policy functions decide from: the parameters, and the pages' states.
+	policy::Params params() const;
+	policy::PageInfo page_info(const Page &p) const { return {p.n_tokens, p.hits, (bool)p.k}; }
 	int set_error(int e, std::string msg);
 	int spill();
 	// spill(), remembering a failure so that append does not retry before a page fills.
@@ -160,6 +169,7 @@ private:
 	std::string err_, note_;
 	KvStats stats_;
 	Pending pending_;
+	std::unique_ptr<KvTraceWriter> trace_; // with KvOptions::trace
 	int spill_failed_ = 0;	  // the last spill's error (0: it succeeded), until one succeeds
 	std::string spill_error_; // its message
 	uint64_t last_retry_ns_ = 0; // the last spill tried while appends were refused
