@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The KV replay: the KV policy (policy_*.hpp) run over a recorded KV trace (kv_trace.hpp) with no data,
+ * only the pool's bookkeeping, so that policies and their parameters can be compared offline on the
+ * same input (llmkvreplay). KvPolicyModel is KvStore's control flow without the I/O: the same triggers
+ * and the same pure decisions, applied to page states instead of pages. Given the parameters the trace
+ * was recorded with, it makes the store's decisions; the check compares them one by one.
+ *
+ * What the replay assumes: every write succeeds (a recorded failed write, 'w', is counted, and the
+ * decisions after it may differ); the adaptive beta (-1), which depends on measured rates, replays as
+ * no split; the scores are those recorded, so tokens that were always kept when recording (and so not
+ * scored) have no score and are not candidates if smaller sink or recent windows are replayed.
+ */
+#pragma once
+#include "kv/kv_trace.hpp"
+#include "kv/policy.hpp"
+
+#include <istream>
+#include <string>
+#include <vector>
+
+namespace llmcache::kv {
+
+// What the replay may vary; each unset field (0, or negative for beta) keeps the recorded value.
+struct KvReplayOverrides {
+	uint64_t cpu_budget = 0;
+	double beta = -2; // >= 0: a fixed split; -2: as recorded
+	int64_t sink_tokens = -1, recent_tokens = -1;
+	uint32_t page_tokens = 0;
+	uint32_t select_budget = 0; // tokens per select instead of the recorded budget
+	int device = -1;	    // 0: memory only (nothing spills), 1: a storage pool
+};
+
+struct KvReplayFigures {
+	uint64_t appends = 0, selects = 0, selected = 0, selected_in_cpu = 0, selected_from_storage = 0;
+	uint64_t spills = 0, spilled_pages = 0, promoted_pages = 0, recorded_write_failures = 0;
+	uint64_t cpu_tokens = 0, storage_tokens = 0, peak_cpu_bytes = 0; // at the end; the most held
+	// Bytes over the bus (payloads): pages written by spills, selected rows (K and V) read from storage
+	// and pages brought back whole, and the spilled keys a host-scoring backend (none) reads per select.
+	uint64_t bytes_written = 0, bytes_fetched = 0, bytes_scanned = 0;
+};
+
+struct KvReplayParams {
+	policy::Params policy;
+	double beta = 0;
+	uint32_t select_budget = 0;
+	uint64_t k_payload = 0, row_bytes = 0; // a page's K slab payload, one token's K (or V) row
+};
+
+// The parameters of a trace, with the overrides applied.
+KvReplayParams kv_replay_params(const KvTraceHeader &h, const KvReplayOverrides &o);
+
+class KvPolicyModel {
+public:
+	KvPolicyModel(const KvTraceHeader &h, const KvReplayParams &p);
+	// One token appended to a layer; the spill it triggers, if any, is added to decisions.
+	void append(uint32_t layer, std::vector<KvTraceEvent> &decisions);
+	// A select over the recorded scores; its selection, promotions and spill go to decisions.
+	void select(const KvTraceEvent &q, std::vector<KvTraceEvent> &decisions);
+	KvReplayFigures figures() const;
+
+private:
+	uint64_t target() const;
+	uint64_t hard_limit() const;
+	void spill(std::vector<KvTraceEvent> &decisions);
+	KvReplayParams p_;
+	policy::PoolSnapshot pool_;
+	uint64_t cpu_pages_ = 0, spilled_pages_ = 0;
+	bool spill_failed_ = false;
+	KvReplayFigures fig_;
+	std::vector<csd_score> scores_;
+};
+
+struct KvReplayResult {
+	KvTraceHeader header;
+	KvReplayParams params;
+	KvReplayFigures figures;
+	std::vector<KvTraceEvent> decisions; // the replay's, when asked for
+	// With check: the first decision that differs from the recorded one, or empty.
+	std::string divergence;
+	uint64_t recorded_decisions = 0;
+};
+
+// Replays a trace. keep_decisions: fill result.decisions; check: compare each decision with the
+// recorded one (meaningful without overrides). 0, or -EINVAL with err "line N: ..." for a bad trace.
+int replay_kv_trace(std::istream &in, const KvReplayOverrides &o, bool keep_decisions, bool check, KvReplayResult &result,
+		    std::string &err);
+
+// The figures as text (one "name value" line each) and as a JSON object: same bytes for the same input.
+std::string format_kv_replay(const KvReplayResult &r);
+std::string format_kv_replay_json(const KvReplayResult &r);
+
+} // namespace llmcache::kv
