@@ -146,6 +146,7 @@ int main(int argc, char **argv)
 		("kv-score-block", po::value(&score_block)->default_value(score_block), ("tokens per Score Block, 1-" + std::to_string(CSD_MAX_BLOCK)).c_str())
 		("kv-beta", po::value(&o.beta)->default_value(o.beta), "CPU:storage split of the KV (HillInfer's beta): 0 off, > 0 fixed (at most 1e6), -1 adaptive")
 		("kv-queue-depth", po::value(&queue_depth)->default_value(queue_depth), "io_uring requests in flight, 1-4096")
+		("kv-trace", po::value(&o.trace)->value_name("FILE"), "write each session's KV trace (what the KV policy decided and from what, for llmkvreplay) to FILE.SESSION; off by default")
 		("emu-bandwidth", po::value(&emu_bw)->default_value(emu_bw), "emulated backend: flash-to-FPGA bandwidth (> 0)")
 		("emu-compute", po::value(&emu_compute)->default_value(emu_compute), "emulated backend: multiply-accumulates/s (> 0)");
 	llmcached::add_bpf_mode_options(d, bpf_cfg);
@@ -158,6 +159,7 @@ int main(int argc, char **argv)
 				  << "\nEXAMPLES\n"
 				     "  llmcached --kv-device /dev/nvme1n1 --kv-backend xrt --kv-xclbin /usr/lib/llmcache/score.xclbin\n"
 				     "  llmcached --socket /tmp/llmcached.sock --kv-device /var/tmp/kv.img --kv-backend emulated\n"
+				     "  llmcached --kv-device /var/tmp/kv.img --kv-trace /var/tmp/kv.trace   (then: llmkvreplay /var/tmp/kv.trace.1)\n"
 				     "  llmcached --mode=bpf --manage /models/llama.gguf --pin-budget 512MiB --bw 1GB/s\n"
 				     "  llmcached --mode=bpf --pid $(pidof llama-cli) --min-size 64MiB\n"
 				     "  systemctl start llmcached      (reads /etc/llmcache/llmcached.conf)\n";
@@ -219,6 +221,16 @@ int main(int argc, char **argv)
 		}
 		if (o.device == "none")
 			o.device.clear(); // memory only
+		if (!o.trace.empty()) { // each session creates FILE.ID: the directory must take new files
+			const size_t slash = o.trace.rfind('/');
+			const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : o.trace.substr(0, slash);
+			struct stat ds;
+			errno = 0;
+			if (stat(dir.c_str(), &ds) < 0 || !S_ISDIR(ds.st_mode) || access(dir.c_str(), W_OK | X_OK) < 0)
+				throw po::error("--kv-trace " + o.trace + ": the directory " + dir + " " +
+						(errno == ENOENT ? "does not exist" : "is not a directory this daemon can write to") +
+						" (each session writes FILE.SESSION there)");
+		}
 		if (estimator != "exact" && estimator != "quest")
 			throw po::error("--kv-estimator " + estimator + ": use exact or quest");
 		o.estimator = estimator == "quest" ? csd::Estimator::QuestBounds : csd::Estimator::Exact;

@@ -874,6 +874,8 @@ std::string Server::open_session(Conn &c, const proto::Header &h, const proto::O
 	}
 	free_regions_.pop_back();
 	s->id = next_id_++;
+	if (!s->opts.trace.empty()) // one KV trace per session: FILE.ID (the worker opens it with the store)
+		s->opts.trace += "." + std::to_string(s->id);
 	Request q;
 	q.type = proto::OPEN;
 	q.seq = h.seq;
