@@ -58,8 +58,8 @@ expect() { # package, paths it must hold
 	for f in "$@"; do check "$p holds $f" grep -qx -- "$f" <<<"$list"; done
 }
 expect llmcache-tools /usr/bin/llmcachectl /usr/bin/llmtrace /usr/bin/llmreplay /usr/bin/llmworkload \
-	/usr/share/man/man1/llmcachectl.1.gz /usr/share/man/man1/llmtrace.1.gz /usr/share/man/man1/llmreplay.1.gz \
-	/usr/share/man/man1/llmworkload.1.gz
+	/usr/bin/llmkvreplay /usr/share/man/man1/llmcachectl.1.gz /usr/share/man/man1/llmtrace.1.gz \
+	/usr/share/man/man1/llmreplay.1.gz /usr/share/man/man1/llmworkload.1.gz /usr/share/man/man1/llmkvreplay.1.gz
 expect llmcached /usr/sbin/llmcached /lib/systemd/system/llmcached.service /etc/llmcache/llmcached.conf \
 	/usr/share/man/man8/llmcached.8.gz /usr/share/doc/llmcache/kv.md
 expect llmcache-dkms /usr/src/llmcache-$version/dkms.conf /usr/src/llmcache-$version/Kbuild \
@@ -92,11 +92,12 @@ else
 		missing=$(dpkg -L "$p" | while read -r f; do [ -e "$f" ] || echo "$f"; done)
 		check "every file of $p is on disk ($missing)" test -z "$missing"
 	done
-	for t in /usr/bin/llmcachectl /usr/bin/llmtrace /usr/bin/llmreplay /usr/bin/llmworkload /usr/sbin/llmcached; do
+	for t in /usr/bin/llmcachectl /usr/bin/llmtrace /usr/bin/llmreplay /usr/bin/llmworkload /usr/bin/llmkvreplay \
+		/usr/sbin/llmcached; do
 		v=$("$t" --version 2>&1 || true)
 		check "$t --version says $version ($v)" test "$v" = "$(basename "$t") $version"
 	done
-	for t in llmcachectl:1 llmtrace:1 llmreplay:1 llmworkload:1 llmcached:8; do
+	for t in llmcachectl:1 llmtrace:1 llmreplay:1 llmworkload:1 llmkvreplay:1 llmcached:8; do
 		name=${t%:*} sec=${t#*:}
 		check "man $sec $name: from its --help, version $version" \
 			grep -q "^\.TH ${name^^} \"$sec\" .*\"$name $version\"" <(zcat "/usr/share/man/man$sec/$name.$sec.gz")
