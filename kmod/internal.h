@@ -16,12 +16,9 @@
 #include <linux/spinlock.h>
 #include <linux/xarray.h>
 #include "libllmcache/core/core.h"
+#include "libllmcache/core/plan.h"
 
-#define LLC_TAIL_SPANS 4 /* ranges of LOOP accesses a file keeps for tail.c between its ticks */
-
-struct llc_access_run {
-	pgoff_t first, last;
-};
+#define LLC_TAIL_SPANS 4 /* runs of LOOP accesses a file keeps for tail.c between its ticks */
 
 /* A registered file: found by its mapping from the hooks (RCU hash), held by a file reference. */
 /* An mmap engine's stream read ahead of it (stream.c): set under llc_reg_mutex and llc.lock, moved under llc.lock. */
@@ -62,9 +59,9 @@ struct llc_file {
 	u64 hot_protected;              /* HOT blocks protected, under llc.hold_lock */
 	u64 seq_undropped;              /* SEQ accesses since its scans were last dropped, under llc.lock */
 	u64 seq_last_ns;                /* time of its last SEQ access, under llc.lock */
-	struct llc_access_run tail[LLC_TAIL_SPANS];      /* LOOP accesses since tail.c's last tick, llc.lock */
+	struct llc_span tail[LLC_TAIL_SPANS];      /* LOOP accesses since tail.c's last tick, llc.lock */
 	u32 nr_tail;
-	struct llc_access_run tail_aged[LLC_TAIL_SPANS]; /* those of the tick before, under llc_reg_mutex */
+	struct llc_span tail_aged[LLC_TAIL_SPANS]; /* those of the tick before, under llc_reg_mutex */
 	u32 nr_tail_aged;
 	struct llc_stream stream;
 };

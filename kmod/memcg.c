@@ -9,7 +9,11 @@
  *    (LLC_PLAN_CODE_KEPT), the room its stream needs and a margin of two stream units. The engine's
  *    memory is what the cgroup holds besides page cache (llc_memcg_engine), the most seen since the
  *    cgroup was first met, so that pins left by an engine that exited do not take the room of the next;
- *  - else (read() engines, whose page cache the module's drops keep small) half of the limit.
+ *  - else (read() engines) the daemon's rule for them (llc_plan_read_budget): the limit less the engine's
+ *    memory now (not its peak: the release below and the room's regrowth follow it) and three read-ahead
+ *    windows. The module does not see an engine's code: what the engine
+ *    keeps using of it shares the room of its reads, which the module's drops of passed tails keep
+ *    small. (The module gave read() engines half of the limit before.)
  * This file also gives that allowance back when the cgroup needs it: when the engine's own memory (its
  * heap, a KV cache) grows into it, the cgroup's reclaim finds nothing left to free, and the cgroup's OOM
  * killer would take the engine while the module held pages that the engine could have had.
@@ -50,7 +54,6 @@
 #include <linux/tracepoint.h>
 #include <linux/workqueue.h>
 #include "internal.h"
-#include "libllmcache/core/plan.h"
 
 #define LLC_MEMCG_SLOTS 16
 #define LLC_MEMCG_RANGES 4 /* planned ranges per cgroup the probe can release from */
@@ -74,6 +77,7 @@ static struct llc_memcg_slot {
 	u64 window;                     /* blocks read ahead of its mmap engine (stream.c), 0: none */
 	u64 pressed_ns;                 /* when its room last shrank */
 	bool pressed;                   /* its reclaim found nothing to free since the last plan */
+	bool regrow;                    /* quiet for long enough: the plan being computed grows its room */
 	bool seen;                      /* met by the plan being computed */
 	int nr_ranges;
 	struct llc_memcg_range ranges[LLC_MEMCG_RANGES]; /* the last ones in plan order */
@@ -189,8 +193,8 @@ static void llc_memcg_reclaimed(void *data, unsigned long nr_reclaimed)
 }
 
 /*
- * Before a plan is computed: pressed rooms shrink to half of what the last plan gave, quiet ones grow
- * back, and cgroups the last plan did not meet leave the table. Returns whether a room shrank. Caller
+ * Before a plan is computed: pressed rooms shrink to half of what the last plan gave, quiet ones are
+ * marked to grow back (llc_memcg_allowance), and cgroups the last plan did not meet leave the table. Returns whether a room shrank. Caller
  * holds llc_reg_mutex.
  */
 bool llc_memcg_plan_begin(void)
@@ -214,8 +218,8 @@ bool llc_memcg_plan_begin(void)
 			s->pressed_ns = now;
 			s->pressed = false;
 			shrank = true;
-		} else if (s->room < s->allowance && now - s->pressed_ns > LLC_MEMCG_QUIET_NS) {
-			s->room = min(s->allowance, s->room + max_t(u64, s->allowance / 16, 1));
+		} else {
+			s->regrow = now - s->pressed_ns > LLC_MEMCG_QUIET_NS;
 		}
 		s->seen = false;
 		bound++;
@@ -283,8 +287,10 @@ static u64 llc_memcg_plan(u64 limit, u64 engine, const struct llc_memcg_files *f
 	u64 unit = llc_memcg_unit(files);
 	struct llc_memcg_snapshot m = llc_memcg_snapshot(limit, engine, unit);
 
-	if (!files->mapped)
-		return limit / 2;
+	if (!files->mapped) {
+		m.code = m.margin = 0;
+		return llc_plan_read_budget(U64_MAX, &m, unit) >> PAGE_SHIFT;
+	}
 	return llc_plan_mapped_budget(U64_MAX, &m, LLC_PLAN_CODE_KEPT, unit, files->mapped_blocks << PAGE_SHIFT) >>
 	       PAGE_SHIFT;
 }
@@ -331,8 +337,13 @@ u64 llc_memcg_allowance(struct mem_cgroup *memcg, u64 limit, const struct llc_me
 		WRITE_ONCE(llc_memcg_bound, llc_memcg_bound + 1);
 	}
 	s->engine = max(s->engine, engine);
-	s->allowance = llc_memcg_plan(limit, s->engine, files);
+	/* An mmap engine's peak: the next one starts where it did. A read() engine's pins follow its memory. */
+	s->allowance = llc_memcg_plan(limit, files->mapped ? s->engine : engine, files);
 	s->window = llc_memcg_stream_window(limit, s->engine, files, s->allowance);
+	/* Towards this plan's allowance, not the last one's: a read() engine's may have been none. */
+	if (s->regrow && s->room < s->allowance)
+		s->room = min(s->allowance, s->room + max_t(u64, s->allowance / 16, 1));
+	s->regrow = false;
 	s->room = min(s->room, s->allowance);
 	s->seen = true;
 	s->nr_ranges = 0;

@@ -2,7 +2,8 @@
 /*
  * SEQ invalidation. Algorithm 1 gives one-time scans (configuration and setup files read once at
  * start-up) the lowest priority: caching them brings nothing and pollutes the cache. A file's scans
- * have passed when it has seen no SEQ access for seq_drop_ns (default 1 s; 0 turns this off): a
+ * have passed when it has seen no SEQ access for seq_drop_ns (default 1 s; 0 turns this off; the
+ * planner's llc_plan_scan_finished, the daemon's rule with --scan-idle): a
  * worker then invalidates the file's resident blocks whose sequence is SEQ, run by run, with
  * POSIX_FADV_DONTNEED (which also catches pages still in other CPUs' LRU batches).
  * - A scan re-read from its start within seq_drop_ns has become a LOOP and is kept, and HOT blocks
@@ -148,10 +149,11 @@ static void llc_seq_worker(struct work_struct *w)
 		spin_unlock_irqrestore(&llc.lock, flags);
 		if (!pending || !grace || !READ_ONCE(llc.enabled))
 			continue;
-		if (now < last + grace)
-			next = min(next, last + grace - now);
-		else
+		/* Not mapped: SEQ blocks seen through mappings are never counted as pending. */
+		if (llc_plan_scan_finished(0, now > last ? now - last : 0, grace))
 			llc_seq_drop_file(f, false);
+		else
+			next = min(next, last + grace - now);
 	}
 	mutex_unlock(&llc_reg_mutex);
 	if (next != U64_MAX)

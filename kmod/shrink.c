@@ -22,7 +22,8 @@
  *
  * Not memcg-aware: the kernel calls this shrinker for global reclaim only, and a memory cgroup's OOM
  * does not call the notifier. Pinned pages stay charged to the cgroup that read them: pin.c keeps them
- * under half of its limit and memcg.c releases them when its own reclaim finds nothing to free.
+ * within what the planner leaves them under its limit and memcg.c releases them when its own reclaim
+ * finds nothing to free.
  */
 #include <linux/mm.h>
 #include <linux/oom.h>

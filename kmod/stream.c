@@ -31,7 +31,6 @@
 #include <linux/sched/mm.h>
 #include <linux/workqueue.h>
 #include "internal.h"
-#include "libllmcache/core/plan.h"
 
 #define LLC_STREAM_SPANS 8 /* a window of a head loop is one or two spans */
 #define LLC_STREAM_FILES 8 /* files read ahead per worker run; the rest at the next access */

@@ -7,18 +7,19 @@
  * reclaim must find them among everything else, and an mmap engine's pages must first be unmapped,
  * a mapped page with a young PTE is even activated once before it can go.
  *
- * So the module drops them itself, shortly after their access: the hooks note, per registered file,
- * up to LLC_TAIL_SPANS ranges of LOOP accesses (a forward sweep is one range, a restart a second);
- * every LLC_TAIL_TICK_MS a worker takes those ranges, and drops the ones it took at the previous tick,
- * so a block goes one to two ticks after its access, when the read or fault that touched it is long
- * done. Blocks accessed again in the latest tick stay, and so does every block that is not LOOP in
- * the core's block index, held by the module (pins, HOT protection), dirty or under writeback. Mapped
- * pages are unmapped first (unmap_mapping_pages), then the run is invalidated.
+ * So the module drops them itself, shortly after their access, by the planner's rules, which the daemon
+ * runs too (libllmcache/core/plan.h): the hooks note, per registered file, up to LLC_TAIL_SPANS runs of
+ * LOOP accesses (llc_plan_note_run: a forward sweep is one run, a restart a second); every
+ * LLC_TAIL_TICK_MS a worker takes those runs, and drops the ones it took at the previous tick less the
+ * ones of the latest (llc_plan_tail_drops), so a block goes one to two ticks after its last access, when
+ * the read or fault that touched it is long done. Every block that is not LOOP in the core's block index,
+ * held by the module (pins, HOT protection), dirty or under writeback stays. Mapped pages are unmapped
+ * first (unmap_mapping_pages), then the run is invalidated.
  *
- * Only for loops that cannot fit: a file's tails are dropped while its LOOP blocks that are not pinned
- * outnumber the page cache the kernel could give them (free pages plus the file LRU pages that the
- * module does not hold, shrink.c's llc_cache_room()). A loop that fits in the cache left over, pinned
- * or not, is never touched, and neither is a file flagged LLMCACHE_FILE_NO_DROP.
+ * Only for loops that cannot fit (llc_plan_drop_tails): a file's tails are dropped while its LOOP blocks
+ * that are not pinned outnumber the page cache the kernel could give them (free pages plus the file LRU
+ * pages that the module does not hold, shrink.c's llc_cache_room()). A loop that fits in the cache left
+ * over, pinned or not, is never touched, and neither is a file flagged LLMCACHE_FILE_NO_DROP.
  */
 #include <linux/mm.h>
 #include <linux/pagemap.h>
@@ -34,21 +35,7 @@ static DECLARE_DELAYED_WORK(llc_tail_work, llc_tail_worker);
 /* A LOOP access to f's pages [first, last]. Caller holds llc.lock. Returns true when it was noted. */
 bool llc_tail_note(struct llc_file *f, pgoff_t first, pgoff_t last)
 {
-	struct llc_access_run *s;
-	u32 i;
-
-	for (i = 0; i < f->nr_tail; i++) {
-		s = &f->tail[i];
-		if (first <= s->last + 1 && last + 1 >= s->first) {
-			s->first = min(s->first, first);
-			s->last = max(s->last, last);
-			return true;
-		}
-	}
-	if (f->nr_tail == LLC_TAIL_SPANS) /* left to the kernel's reclaim */
-		return false;
-	f->tail[f->nr_tail++] = (struct llc_access_run){ first, last };
-	return true;
+	return llc_plan_note_run(f->tail, &f->nr_tail, LLC_TAIL_SPANS, first, last - first + 1) >= 0;
 }
 
 void llc_tail_kick(void)
@@ -75,17 +62,7 @@ static bool llc_tail_wanted(struct llc_file *f)
 	}
 	pinned = READ_ONCE(f->pinned);
 	spin_unlock_irqrestore(&llc.lock, flags);
-	return loop > pinned && loop - pinned > llc_cache_room();
-}
-
-static bool llc_in_spans(const struct llc_access_run *s, u32 n, pgoff_t index)
-{
-	u32 i;
-
-	for (i = 0; i < n; i++)
-		if (index >= s[i].first && index <= s[i].last)
-			return true;
-	return false;
+	return llc_plan_drop_tails(loop, pinned, llc_cache_room());
 }
 
 static unsigned long llc_tail_drop_run(struct llc_file *f, pgoff_t a, pgoff_t b)
@@ -96,12 +73,11 @@ static unsigned long llc_tail_drop_run(struct llc_file *f, pgoff_t a, pgoff_t b)
 }
 
 /*
- * Drop f's resident LOOP pages in [a, b] that are neither held nor in recent. A run to drop extends
- * over pages that are not resident (they have nothing to unmap or invalidate), so a sweep past the
- * pins costs one unmap and one invalidation per tick. Returns the pages dropped.
+ * Drop f's resident LOOP folios that start in [a, b] and are not held. A run to drop extends over
+ * pages that are not resident (they have nothing to unmap or invalidate), so a sweep past the pins costs
+ * one unmap and one invalidation per tick. Returns the pages dropped.
  */
-static unsigned long llc_tail_drop(struct llc_file *f, pgoff_t a, pgoff_t b, const struct llc_access_run *recent,
-				   u32 nr_recent)
+static unsigned long llc_tail_drop(struct llc_file *f, pgoff_t a, pgoff_t b)
 {
 	struct folio_batch fb;
 	pgoff_t start[ARRAY_SIZE(fb.folios)], end[ARRAY_SIZE(fb.folios)], index = a, run = ULONG_MAX, run_end = 0;
@@ -117,8 +93,8 @@ static unsigned long llc_tail_drop(struct llc_file *f, pgoff_t a, pgoff_t b, con
 		for (i = 0; i < nr; i++) {
 			start[i] = fb.folios[i]->index;
 			end[i] = start[i] + folio_nr_pages(fb.folios[i]) - 1;
-			drop[i] = !llc_in_spans(recent, nr_recent, start[i]) && !xa_load(&f->pins, start[i]) &&
-				  !xa_load(&f->hot, start[i]);
+			/* A folio goes whole with the run it starts in; one that starts before a stays. */
+			drop[i] = start[i] >= a && !xa_load(&f->pins, start[i]) && !xa_load(&f->hot, start[i]);
 		}
 		spin_lock_irqsave(&llc.lock, flags);
 		for (i = 0; i < nr; i++) {
@@ -146,11 +122,11 @@ static unsigned long llc_tail_drop(struct llc_file *f, pgoff_t a, pgoff_t b, con
 
 static void llc_tail_worker(struct work_struct *w)
 {
-	struct llc_access_run recent[LLC_TAIL_SPANS];
+	struct llc_span recent[LLC_TAIL_SPANS], drops[LLC_TAIL_SPANS * (LLC_TAIL_SPANS + 1)];
 	unsigned long dropped = 0, flags;
 	struct llc_file *f;
 	bool again = false;
-	u32 i, nr;
+	u32 i, nr, nr_drops;
 
 	mutex_lock(&llc_reg_mutex);
 	list_for_each_entry(f, &llc_files_list, list) {
@@ -159,9 +135,12 @@ static void llc_tail_worker(struct work_struct *w)
 		memcpy(recent, f->tail, nr * sizeof(*recent));
 		f->nr_tail = 0;
 		spin_unlock_irqrestore(&llc.lock, flags);
-		if (f->nr_tail_aged && llc_tail_wanted(f))
-			for (i = 0; i < f->nr_tail_aged; i++)
-				dropped += llc_tail_drop(f, f->tail_aged[i].first, f->tail_aged[i].last, recent, nr);
+		if (f->nr_tail_aged && llc_tail_wanted(f)) {
+			nr_drops = llc_plan_tail_drops(f->tail_aged, f->nr_tail_aged, recent, nr, drops,
+						       ARRAY_SIZE(drops));
+			for (i = 0; i < nr_drops; i++)
+				dropped += llc_tail_drop(f, drops[i].first, drops[i].first + drops[i].count - 1);
+		}
 		memcpy(f->tail_aged, recent, nr * sizeof(*recent));
 		f->nr_tail_aged = nr;
 		again |= nr;

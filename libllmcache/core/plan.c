@@ -243,3 +243,88 @@ uint32_t llc_plan_passed(uint64_t lo, uint64_t hi, const struct llc_span *pinned
 	*dropped_to = from;
 	return n;
 }
+
+uint64_t llc_plan_read_budget(uint64_t configured, const struct llc_memcg_snapshot *m, uint64_t readahead)
+{
+	struct llc_memcg_snapshot with_read_ahead = *m;
+
+	with_read_ahead.window = 3 * readahead;
+	return llc_plan_budget(configured, &with_read_ahead);
+}
+
+int llc_plan_note_run(struct llc_span *runs, uint32_t *n, uint32_t max, uint64_t first, uint64_t count)
+{
+	uint64_t end = first + count, run_end;
+	uint32_t i;
+
+	for (i = 0; i < *n; i++) {
+		run_end = runs[i].first + runs[i].count;
+		if (first <= run_end && end >= runs[i].first) {
+			if (first < runs[i].first)
+				runs[i].first = first;
+			runs[i].count = (end > run_end ? end : run_end) - runs[i].first;
+			return (int)i;
+		}
+	}
+	if (*n >= max)
+		return -1;
+	runs[*n] = (struct llc_span){ first, count };
+	return (int)(*n)++;
+}
+
+int llc_plan_drop_tails(uint64_t loop_blocks, uint64_t held_blocks, uint64_t room_blocks)
+{
+	return loop_blocks > held_blocks && loop_blocks - held_blocks > room_blocks;
+}
+
+/* The first block at or after b that no recent run covers, or end when there is none before it. */
+static uint64_t not_recent(const struct llc_span *recent, uint32_t n, uint64_t b, uint64_t end)
+{
+	uint32_t i;
+	int moved = 1;
+
+	while (moved && b < end) {
+		moved = 0;
+		for (i = 0; i < n; i++)
+			if (b >= recent[i].first && b < recent[i].first + recent[i].count) {
+				b = recent[i].first + recent[i].count;
+				moved = 1;
+			}
+	}
+	return b < end ? b : end;
+}
+
+/* The first block after b that a recent run covers, or end. */
+static uint64_t next_recent(const struct llc_span *recent, uint32_t n, uint64_t b, uint64_t end)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		if (recent[i].first > b && recent[i].first < end)
+			end = recent[i].first;
+	return end;
+}
+
+uint32_t llc_plan_tail_drops(const struct llc_span *aged, uint32_t n_aged, const struct llc_span *recent,
+			     uint32_t n_recent, struct llc_span *out, uint32_t max_out)
+{
+	uint64_t b, e, end;
+	uint32_t i, n = 0;
+
+	for (i = 0; i < n_aged; i++) {
+		end = aged[i].first + aged[i].count;
+		for (b = not_recent(recent, n_recent, aged[i].first, end); b < end;
+		     b = not_recent(recent, n_recent, e, end)) {
+			e = next_recent(recent, n_recent, b, end);
+			if (n == max_out)
+				return n;
+			out[n++] = (struct llc_span){ b, e - b };
+		}
+	}
+	return n;
+}
+
+int llc_plan_scan_finished(int mapped, uint64_t untouched_ns, uint64_t idle_ns)
+{
+	return !mapped && idle_ns && untouched_ns >= idle_ns;
+}

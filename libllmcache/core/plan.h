@@ -22,6 +22,12 @@
  * - What such an engine has passed (llc_plan_passed): its unpinned blocks more than a lag behind its
  *   position, and the rest of its last pass once it went round, to be dropped before reclaim has to find
  *   them.
+ * - The pin budget of a read() engine (llc_plan_read_budget): the same as an mmap engine's, with the room
+ *   of its read-ahead as the stream's.
+ * - The tails of a loop that does not fit (llc_plan_note_run, llc_plan_drop_tails, llc_plan_tail_drops):
+ *   the runs an engine accessed, noted as it goes, and dropped one call later unless it is still on
+ *   them, while the loop's unheld blocks outnumber the room the cache has for them.
+ * - Whether a file's scans are finished (llc_plan_scan_finished).
  * Documentation/design/planner.md has the reasons and the figures.
  */
 #ifndef LLC_PLAN_H
@@ -132,5 +138,42 @@ uint64_t llc_plan_position(uint64_t lo, uint64_t hi, const struct llc_span *pinn
 uint32_t llc_plan_passed(uint64_t lo, uint64_t hi, const struct llc_span *pinned, uint32_t n_pinned,
 			 uint64_t position, uint64_t lag, uint64_t align, uint64_t *dropped_to, struct llc_span *out,
 			 uint32_t max_out);
+
+/*
+ * The pin budget of a read() engine (llc_plan_read_budget): llc_plan_budget with three read-ahead windows
+ * of readahead bytes as the stream's room (the window being read, the next one, and one for everything
+ * else: with 8 MiB windows, 12 MiB of room thrashed and 24 MiB did not); m->window is not read.
+ */
+uint64_t llc_plan_read_budget(uint64_t configured, const struct llc_memcg_snapshot *m, uint64_t readahead);
+
+/*
+ * Note an engine's access to blocks [first, first + count) of a loop among the runs runs[0..*n) noted
+ * since the last llc_plan_tail_drops: merged into the first run it overlaps or touches, else a new run
+ * when fewer than max are noted. Returns the run's index, or -1 when there was no room (the kernel's
+ * reclaim then takes those blocks, as it would without llmcache).
+ */
+int llc_plan_note_run(struct llc_span *runs, uint32_t *n, uint32_t max, uint64_t first, uint64_t count);
+
+/*
+ * Whether a loop's tails are dropped: while its blocks that are not held (pinned) outnumber the room the
+ * cache can give them (loop_blocks > held_blocks + room_blocks). A loop that fits is never touched.
+ */
+int llc_plan_drop_tails(uint64_t loop_blocks, uint64_t held_blocks, uint64_t room_blocks);
+
+/*
+ * The tails that go: the runs noted before the last call (aged[0..n_aged)) less the blocks noted since
+ * (recent[0..n_recent)), where the engine still is, or may still be reading. A block goes one to two
+ * calls after its last access. Writes at most max_out spans to out (more are cut: their blocks are left
+ * to reclaim) and returns how many. The caller then ages the recent runs.
+ */
+uint32_t llc_plan_tail_drops(const struct llc_span *aged, uint32_t n_aged, const struct llc_span *recent,
+			     uint32_t n_recent, struct llc_span *out, uint32_t max_out);
+
+/*
+ * Whether a file's scans are finished and go: its SEQ blocks untouched for idle_ns (0: never). Never a
+ * mapped file's: an engine re-reads a mapped page without a fault, so its loop looks like one scan,
+ * which must not be dropped while the engine runs, nor when its mappings go.
+ */
+int llc_plan_scan_finished(int mapped, uint64_t untouched_ns, uint64_t idle_ns);
 
 #endif

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -23,8 +24,6 @@ namespace {
 
 constexpr uint64_t BS = LLMCACHE_BLOCK_SIZE;
 constexpr uint32_t PLAN_MAX = 256, PIDS_MAX = 64;
-constexpr uint64_t SCAN_LAG = 32; // blocks behind a scan's cursor that may still be in flight
-constexpr size_t TAIL_SPANS = 16;  // per file; accesses beyond them are left to the kernel's reclaim
 constexpr uint64_t FOLIO_BLOCKS = 512; // a PMD-size folio (2 MiB)
 
 
@@ -146,7 +145,7 @@ void Manager::on_access(const llmcache_access &a)
 	for (uint64_t b = a.first_block; b < a.first_block + a.nr_blocks; b++) {
 		const llc_verdict v = llc_access(core_, *k, b, a.time_ns);
 		if (v.cls == LLMCACHE_CLASS_LOOP && !f.head && memcg_limit_ != UINT64_MAX) // else tails are kept
-			note_tail(f, b);
+			llc_plan_note_run(f.recent_runs.data(), &f.n_recent, f.recent_runs.size(), b, 1);
 		f.accesses++;
 		f.by_class[v.cls]++;
 		SeqState &s = seqs_[v.seq];
@@ -193,14 +192,6 @@ bool Manager::mapped_files_fit() const
 			     mapped_bytes());
 }
 
-// A read()-based engine needs room for its readahead: the current and the next window, and one for
-// everything else (with 8 MiB windows, 12 MiB of room thrashed and 24 MiB did not). An mmap engine's
-// room is measured instead: see budget_blocks().
-uint64_t Manager::headroom() const
-{
-	return std::max(o_.memcg_headroom, 3 * readahead_);
-}
-
 // What is read ahead of an mmap engine: four stream units (the kernel's read-around of a fault is one,
 // centred on it), an eighth of the engine's memory limit at most. With the two units the drop of passed
 // blocks lags, it makes the six of the stream's room (llc_plan_stream_room).
@@ -228,18 +219,19 @@ uint64_t Manager::shared_room() const
 	return memcg_limit_ > engine ? memcg_limit_ - engine : 0;
 }
 
-uint64_t Manager::budget_blocks() const
+uint64_t Manager::budget_blocks(uint64_t configured) const
 {
 	if (memcg_limit_ == UINT64_MAX)
-		return o_.pin_budget / BS;
+		return configured / BS;
+	const uint64_t anon = std::max(anon_this_second_, anon_last_second_);
 	if (any_mapped()) {
 		// None when the mapped files fit (the kernel keeps them: pins would only cost the engine CPU
 		// time); else the room the stream needs besides the pins holds the window read ahead.
-		const llc_memcg_snapshot m{memcg_limit_, std::max(anon_this_second_, anon_last_second_), code_, 0, margin()};
-		return llc_plan_mapped_budget(o_.pin_budget, &m, kept_code(), stream_unit(), mapped_bytes()) / BS;
+		const llc_memcg_snapshot m{memcg_limit_, anon, code_, 0, margin()};
+		return llc_plan_mapped_budget(configured, &m, kept_code(), stream_unit(), mapped_bytes()) / BS;
 	}
-	const uint64_t h = headroom();
-	return std::min(o_.pin_budget / BS, memcg_limit_ > h ? (memcg_limit_ - h) / BS : 0);
+	const llc_memcg_snapshot m{memcg_limit_, anon, code_, 0, o_.memcg_headroom};
+	return llc_plan_read_budget(configured, &m, readahead_) / BS;
 }
 
 void Manager::measure_engine(uint64_t now_ns)
@@ -351,7 +343,7 @@ void Manager::engines_exited()
 	std::fill(std::begin(code_readings_), std::end(code_readings_), code_);
 	for (File &f : files_) // the loop's iterations and period stay, as the core's do
 		f.position = f.asked_to = f.dropped_to = UINT64_MAX, f.populated_to = 0, f.iter_start_ns = 0,
-		f.tail_spans.clear();
+		f.n_recent = f.n_aged = 0;
 }
 
 uint64_t Manager::pinned_blocks() const
@@ -544,14 +536,12 @@ void Manager::drop_scans(uint64_t now_ns)
 		SeqState &s = seqs_[id];
 		if (s.created_vt != q->created_vt || q->file < 1 || q->file > files_.size())
 			continue;
-		// Finished: untouched for scan_idle; everything up to the cursor goes.
+		// Finished (llc_plan_scan_finished: untouched for scan_idle, and not a mapped file's, whose
+		// engine's next start would read it again): everything up to the cursor goes.
 		const uint64_t from = std::max(q->start, s.dropped_to), to = q->cursor + 1;
-		if (now_ns < s.last_ns + o_.scan_idle_ns || to <= from)
-			continue;
 		File &f = files_[q->file - 1];
-		// A mapped page is re-read without a fault, so an mmap engine's loop looks like one scan: the
-		// scans of mapped files are left alone (as in the module), or its next start would read them again.
-		if (f.mapped)
+		if (!llc_plan_scan_finished(f.mapped, now_ns > s.last_ns ? now_ns - s.last_ns : 0, o_.scan_idle_ns) ||
+		    to <= from)
 			continue;
 		// Only the blocks still in this sequence: re-read blocks moved to HOT or LOOP sequences stay.
 		std::vector<Range> ranges;
@@ -568,36 +558,23 @@ void Manager::drop_scans(uint64_t now_ns)
 	}
 }
 
-void Manager::note_tail(File &f, uint64_t block)
-{
-	for (TailSpan &t : f.tail_spans)
-		if (block + 1 >= t.first && block <= t.last + 1) {
-			t.first = std::min(t.first, block);
-			t.last = std::max(t.last, block);
-			t.touched = true;
-			return;
-		}
-	if (f.tail_spans.size() < TAIL_SPANS)
-		f.tail_spans.push_back({block, block, true});
-}
-
 // Loop tails. When the engine's memory cgroup cannot hold a loop, the unpinned blocks the engine has
 // passed are evicted before the next iteration anyway. Dropping them at once leaves the room to the
 // readahead of the blocks ahead: otherwise reclaim gives an mmap engine's just-used pages (young in its
 // page tables, and activated at once when a large folio has several young entries) a second chance
 // and takes the readahead pages instead, which are then read twice.
 //
-// The passed blocks are the spans of LOOP accesses noted since the last call, as the module does
-// (kmod/tail.c), not the core's cursor: an mmap engine does not fault on the pinned first blocks of a
-// loop again, so the core never sees that loop start a new iteration, and its cursor stays at the end.
-// A span still growing keeps its last SCAN_LAG blocks for the next call; one that did not grow since
-// the last call goes whole. Pinned blocks stay, and so do planned ones while the pins have room left.
-// A head file's are found from the engine's position instead (drop_passed()).
+// The passed blocks are the runs of LOOP accesses noted before the last call less those noted since
+// (llc_plan_note_run, llc_plan_tail_drops: the module's rule), not the core's cursor: an mmap engine
+// does not fault on the pinned first blocks of a loop again, so the core never sees that loop start a
+// new iteration, and its cursor stays at the end. A block goes 10-20 ms after its last access, when the
+// read that touched it is done. Pinned blocks stay, and so do planned ones while the pins have room
+// left. A head file's are found from the engine's position instead (drop_passed()).
 void Manager::drop_tails()
 {
 	if (memcg_limit_ == UINT64_MAX)
 		return; // no known limit: the loop may well fit, and on_access() noted nothing
-	const uint64_t cap = any_mapped() ? budget_blocks() : memcg_limit_ > headroom() ? (memcg_limit_ - headroom()) / BS : 0;
+	const uint64_t room = budget_blocks(UINT64_MAX); // what the cgroup leaves the managed files' cache
 	const bool pins_full = pinned_blocks() >= budget_blocks(), mapped_fit = mapped_files_fit();
 	for (size_t i = 0; i < files_.size(); i++) {
 		File &f = files_[i];
@@ -605,8 +582,8 @@ void Manager::drop_tails()
 			drop_passed(f);
 			continue;
 		}
-		if (f.pf->blocks() <= cap || (f.mapped && mapped_fit)) {
-			f.tail_spans.clear(); // the whole file fits in what the cgroup leaves
+		if (!llc_plan_drop_tails(f.pf->blocks(), 0, room) || (f.mapped && mapped_fit)) {
+			f.n_recent = f.n_aged = 0; // the whole file fits in what the cgroup leaves
 			continue;
 		}
 		auto keep = [&](uint64_t b) {
@@ -618,13 +595,12 @@ void Manager::drop_tails()
 						return true;
 			return false;
 		};
-		std::vector<TailSpan> left;
+		std::array<llc_span, TAIL_RUNS *(TAIL_RUNS + 1)> tails; // each aged run split by every recent one at most
+		const uint32_t n = llc_plan_tail_drops(f.aged_runs.data(), f.n_aged, f.recent_runs.data(), f.n_recent,
+						       tails.data(), tails.size());
 		std::vector<Range> ranges;
-		for (const TailSpan &t : f.tail_spans) {
-			uint64_t to = t.last + 1; // a span that stopped growing goes whole
-			if (t.touched)
-				to = to >= t.first + SCAN_LAG ? to - SCAN_LAG : t.first;
-			for (uint64_t b = t.first; b < to;) {
+		for (uint32_t k = 0; k < n; k++)
+			for (uint64_t b = tails[k].first, to = b + tails[k].count; b < to;) {
 				uint64_t e = b;
 				while (e < to && !keep(e))
 					e++;
@@ -632,11 +608,9 @@ void Manager::drop_tails()
 					ranges.push_back({b, e - b});
 				b = e + 1;
 			}
-			if (to <= t.last)
-				left.push_back({to, t.last, false});
-		}
 		drop_ranges(f, ranges, f.tail);
-		f.tail_spans = std::move(left);
+		f.aged_runs = f.recent_runs;
+		f.n_aged = std::exchange(f.n_recent, 0);
 	}
 }
 
@@ -660,7 +634,7 @@ void Manager::drop_passed(File &f)
 bool Manager::tails_pending() const
 {
 	for (const File &f : files_)
-		if (!f.tail_spans.empty())
+		if (f.n_recent || f.n_aged)
 			return true;
 	return false;
 }

@@ -5,14 +5,16 @@
  * decisions with what userspace has:
  * - loops are pinned by mlock() of the daemon's own mapping of each managed file (pinned_file.hpp),
  *   following llc_pin_plan() within the budget: loops by increasing period, each from its lowest block;
- * - finished scans (SEQ sequences not touched for scan_idle) are dropped (scan_drop.hpp):
- *   posix_fadvise(DONTNEED), but not for mapped files, whose loops look like one scan;
+ * - finished scans (SEQ sequences not touched for scan_idle, llc_plan_scan_finished) are dropped
+ *   (scan_drop.hpp): posix_fadvise(DONTNEED), but not for mapped files, whose loops look like one scan;
  * - so are the unpinned loop blocks the engine has passed, when its memory cgroup cannot hold the loop
- *   (they would be evicted before their next use anyway), with MADV_PAGEOUT for mappers;
+ *   (they would be evicted before their next use anyway; llc_plan_drop_tails, llc_plan_tail_drops), with
+ *   MADV_PAGEOUT for mappers;
  * - the budget is capped below the memory limit of the engines' cgroup (memcg.hpp), since nothing gives
- *   mlocked pages back under pressure the way the module's shrinker does: for a read()-based engine by
- *   a headroom of readahead windows, for an mmap engine by what it uses besides the pins, measured
- *   (llc_plan_budget: its anonymous memory, its mapped code and libraries, its read-around);
+ *   mlocked pages back under pressure the way the module's shrinker does: by what the engine uses besides
+ *   the pins, measured (its anonymous memory, its mapped code and libraries), and the room of its reads:
+ *   three read-ahead windows for a read()-based engine (llc_plan_read_budget), the stream's room for an
+ *   mmap engine (llc_plan_mapped_budget);
  * - a file an mmap engine maps and its cgroup cannot hold is pinned as its head, from the first fault,
  *   read in by a child process in the engine's memory cgroup in PMD-size folios (prefetcher.hpp), and
  *   a window after the engine's position (llc_plan_position), wrapping round to the next iteration
@@ -40,6 +42,7 @@ extern "C" {
 #include "core/plan.h"
 }
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -90,18 +93,17 @@ public:
 	std::string status(const FeedInfo &feed) const;
 	uint64_t pinned_blocks() const;
 	uint64_t engine_code_locked() const; // blocks of the engines' code locked
-	uint64_t budget_blocks() const; // the pin budget after the memcg cap
+	uint64_t budget_blocks(uint64_t configured) const; // a pin budget after the memcg cap
+	uint64_t budget_blocks() const { return budget_blocks(o_.pin_budget); }
 	std::function<void(const std::string &)> log = [](const std::string &) {};
 
 private:
-	// A run of LOOP blocks accessed since the last drop_tails() (touched) or before it, not dropped yet.
-	struct TailSpan {
-		uint64_t first, last;
-		bool touched;
-	};
+	static constexpr uint32_t TAIL_RUNS = 16; // per file; accesses beyond them are left to the kernel's reclaim
 	struct File {
 		std::unique_ptr<PinnedFile> pf;
-		std::vector<TailSpan> tail_spans;
+		// Runs of LOOP blocks accessed since the last drop_tails() and in the call before, not dropped yet.
+		std::array<llc_span, TAIL_RUNS> recent_runs{}, aged_runs{};
+		uint32_t n_recent = 0, n_aged = 0;
 		uint64_t accesses = 0, by_class[LLMCACHE_NR_CLASSES] = {};
 		uint64_t dropped = 0, tail = 0, cold = 0; // blocks: scans dropped, loop tails dropped, made cold
 		std::vector<uint32_t> mappers; // live pids that faulted it through mmap
@@ -123,7 +125,6 @@ private:
 	// Manage path; with expect_id (automatic mode), only if it is still that file and not too small.
 	int add_file(const std::string &path, std::string &err, uint64_t expect_id = 0);
 	void note_pid(uint32_t pid);
-	uint64_t headroom() const;
 	uint64_t window_bytes() const; // the read-ahead window of an mmap engine
 	bool any_mapped() const;
 	uint64_t mapped_bytes() const; // of the files engines map
@@ -139,7 +140,6 @@ private:
 	bool start_prefetcher();
 	void drop_ranges(File &f, const std::vector<Range> &ranges, uint64_t &counter);
 	void drop_scans(uint64_t now_ns);
-	void note_tail(File &f, uint64_t block);
 	void drop_passed(File &f);
 
 	Options o_;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* CMocka tests of the enforcement planner (libllmcache/core/plan.h): the pin budget under a memory
- * cgroup, whether the loops fit beside the engine, the stream's room, and the read-ahead window of a loop that does not fit, on hand-made snapshots. */
+ * cgroup, whether the loops fit beside the engine, the stream's room, the read-ahead window of a loop that does not fit,
+ * a read() engine's budget, the tails of a loop and the end of a scan, on hand-made snapshots. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -249,6 +250,76 @@ static void plan_passed__scattered_pins_and_full_out__unpinned_runs_and_resumes_
 	assert_int_equal(dropped, 70);
 }
 
+static void plan_read_budget__three_read_ahead_windows_beside_the_engine(void **state)
+{
+	struct llc_memcg_snapshot m = { 650 * MiB, 100 * MiB, 40 * MiB, 999 * MiB, 16 * MiB };
+
+	(void)state;
+	/* 650 - 100 - 40 - 16 - 3 x 8: the window the caller passed is not read. */
+	assert_int_equal(llc_plan_read_budget(1024 * MiB, &m, 8 * MiB), 470 * MiB);
+	assert_int_equal(llc_plan_read_budget(200 * MiB, &m, 8 * MiB), 200 * MiB);
+	m.limit = 170 * MiB; /* nothing left for pins */
+	assert_int_equal(llc_plan_read_budget(1024 * MiB, &m, 8 * MiB), 0);
+	m.limit = UINT64_MAX;
+	assert_int_equal(llc_plan_read_budget(1024 * MiB, &m, 8 * MiB), 1024 * MiB);
+}
+
+static void plan_note_run__merges_what_overlaps_or_touches_else_a_new_run_until_full(void **state)
+{
+	struct llc_span runs[2];
+	uint32_t n = 0;
+
+	(void)state;
+	assert_int_equal(0, llc_plan_note_run(runs, &n, 2, 100, 10));
+	assert_int_equal(0, llc_plan_note_run(runs, &n, 2, 110, 5)); /* touches the end */
+	assert_int_equal(0, llc_plan_note_run(runs, &n, 2, 95, 5));  /* touches the start */
+	assert_int_equal(0, llc_plan_note_run(runs, &n, 2, 98, 4));  /* inside */
+	assert_int_equal(1, llc_plan_note_run(runs, &n, 2, 300, 1)); /* apart: a second run */
+	assert_int_equal(-1, llc_plan_note_run(runs, &n, 2, 500, 8)); /* no room: left to reclaim */
+	assert_int_equal(n, 2);
+	assert_int_equal(runs[0].first, 95);
+	assert_int_equal(runs[0].count, 20);
+	assert_int_equal(runs[1].first, 300);
+	assert_int_equal(runs[1].count, 1);
+}
+
+static void plan_drop_tails__only_while_the_unheld_blocks_outnumber_the_room(void **state)
+{
+	(void)state;
+	assert_true(llc_plan_drop_tails(1000, 600, 300));
+	assert_false(llc_plan_drop_tails(1000, 600, 400)); /* the rest fits the room exactly */
+	assert_false(llc_plan_drop_tails(1000, 1000, 0));  /* all held */
+	assert_false(llc_plan_drop_tails(100, 600, 0));    /* more held than the loop has */
+}
+
+static void plan_tail_drops__aged_runs_less_the_recent_ones_cut_at_max_out(void **state)
+{
+	const struct llc_span aged[] = { { 0, 100 }, { 200, 50 } };
+	const struct llc_span recent[] = { { 90, 30 }, { 10, 5 }, { 210, 10 }, { 215, 10 } };
+	const uint64_t all[][2] = { { 0, 100 }, { 200, 50 } };
+	const uint64_t less[][2] = { { 0, 10 }, { 15, 75 }, { 200, 10 }, { 225, 25 } };
+	struct llc_span out[8];
+
+	(void)state;
+	expect(out, llc_plan_tail_drops(aged, 2, recent, 0, out, 8), all, 2);
+	/* The engine is still on [90, 120), back at [10, 15), and at [210, 225) in two overlapping runs. */
+	expect(out, llc_plan_tail_drops(aged, 2, recent, 4, out, 8), less, 4);
+	expect(out, llc_plan_tail_drops(aged, 2, recent, 4, out, 3), less, 3);
+	assert_int_equal(0, llc_plan_tail_drops(aged, 0, recent, 4, out, 8));
+	assert_int_equal(1, llc_plan_tail_drops(recent, 1, aged, 1, out, 8)); /* [90, 120) less [0, 100) */
+	assert_int_equal(out[0].first, 100);
+	assert_int_equal(out[0].count, 20);
+}
+
+static void plan_scan_finished__idle_long_enough_never_mapped_never_when_off(void **state)
+{
+	(void)state;
+	assert_true(llc_plan_scan_finished(0, 1000, 1000));
+	assert_false(llc_plan_scan_finished(0, 999, 1000));
+	assert_false(llc_plan_scan_finished(1, 5000, 1000)); /* an mmap engine's loop looks like one scan */
+	assert_false(llc_plan_scan_finished(0, 5000, 0));    /* 0 turns it off */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -265,6 +336,11 @@ int main(void)
 		cmocka_unit_test(plan_position__threads_and_wrap__lagging_thread_ignored_restart_followed),
 		cmocka_unit_test(plan_passed__head_loop__a_lag_behind_in_whole_folios_then_the_rest_once_round),
 		cmocka_unit_test(plan_passed__scattered_pins_and_full_out__unpinned_runs_and_resumes_where_cut),
+		cmocka_unit_test(plan_read_budget__three_read_ahead_windows_beside_the_engine),
+		cmocka_unit_test(plan_note_run__merges_what_overlaps_or_touches_else_a_new_run_until_full),
+		cmocka_unit_test(plan_drop_tails__only_while_the_unheld_blocks_outnumber_the_room),
+		cmocka_unit_test(plan_tail_drops__aged_runs_less_the_recent_ones_cut_at_max_out),
+		cmocka_unit_test(plan_scan_finished__idle_long_enough_never_mapped_never_when_off),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,15 +6,16 @@
 # A cgroup limited to LIMIT (128 MiB); llmworkload's decoder runs in it over and over (a weights loop
 # read with pread or mmap: $LLMCACHE_OOM_ACCESS, default both) with its files registered and a pin
 # budget far above the limit, so the module pins what it may of the loop in pages charged to the cgroup:
-# half the limit of a 96 MiB loop read with pread; of a 160 MiB loop mapped (96 MiB would fit beside
+# of a 96 MiB loop read with pread, what the cgroup leaves besides the decoder and three 4 MiB read-ahead
+# windows (llc_plan_read_budget); of a 160 MiB loop mapped (96 MiB would fit beside
 # the decoder, and the planner pins nothing then), what the cgroup leaves besides the decoder, 16 MiB
 # of code, six 4 MiB stream units and a margin of two. Then, while the decoder keeps decoding, a second
 # process in the cgroup (build/kselftest/llmcache_anon_grow) touches anonymous memory 8 MiB at a time up to LIMIT minus
 # 16 MiB, into the room the pins hold, and holds it for a few seconds. Checked: no OOM kill in the
 # cgroup (memory.events oom_kill on cgroup v2, memory.oom_control oom_kill on v1), both processes
-# finish on their own, and the pins shrank to what the anonymous memory left (stats/pinned), with
-# the release counted in stats/shrinker_released for the read() loop. Then, on cgroup v2, memory.max is
-# written down to 48 MiB from outside the cgroup while the read() loop holds 64 MiB of pins: the write
+# finish on their own, and the pins shrank to what the anonymous memory left (stats/pinned). Then, on
+# cgroup v2, memory.max is written down to 48 MiB from outside the cgroup while the read() loop holds
+# more than that in pins: the write
 # succeeds, nothing is OOM-killed, and the pins fall under the new limit.
 #
 # cgroup v2 (the guest mounts it at /sys/fs/cgroup) when its memory controller is there, else v1
@@ -110,7 +111,7 @@ run_one() { # access: one engine run under the growth
 	if [ "$access" = mmap ]; then
 		weights_mib=160 most=$(((limit_mib - 16 - 24 - 8) * mib / 4096))
 	else
-		weights_mib=96 most=$((limit_mib * mib / 2 / 4096))
+		weights_mib=96 most=$(((limit_mib - 3 * 4) * mib / 4096)) # llc_plan_read_budget: 3 windows of 4 MiB
 	fi
 	"$b/llmworkload" decoder --dir "$wl" --weights-size ${weights_mib}MiB --tokenizer-size 1MiB --config-size 4MiB \
 		--tokens 1 >/dev/null || fail "creating the decoder's files"
@@ -147,11 +148,8 @@ run_one() { # access: one engine run under the growth
 	room=$(((limit_mib - anon_mib) * mib / 4096))
 	[ "$after" -lt "$before" ] && [ "$after" -le "$room" ] ||
 		fail "$access: pins went from $before to $after blocks with ${anon_mib} MiB of anonymous memory in ${limit_mib} MiB (usage $usage MiB)"
-	# Half the limit for a read() loop moves only under pressure, which counts what it releases. The
-	# allowance of a mapped loop follows the engine's memory: the plan may drop pins before any reclaim
-	# fails, and those are not counted as released.
-	[ "$access" = mmap ] || [ "$released" -ge $((before - after)) ] ||
-		fail "$access: stats/shrinker_released grew by $released, the pins by $((before - after)) fewer"
+	# The allowance of a loop, read() or mapped, follows the engine's memory: the plan may drop pins
+	# before any reclaim fails, and those are not counted as released.
 	echo "$access: cgroup v$version ${limit_mib} MiB, anonymous ${anon_mib} MiB (usage $usage MiB): pins $before ->" \
 		"$after blocks, $released released, no OOM kill"
 	"$b/llmcachectl" unregister "$wl/decoder/weights.bin" "$wl/decoder/tokenizer.bin" "$wl/decoder/config.bin" \
