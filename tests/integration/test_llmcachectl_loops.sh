@@ -39,7 +39,7 @@ import json, re, sys
 d = json.loads(sys.argv[1])
 src = open(sys.argv[2]).read()
 body = src[src.index("int loops("):src.index("int auto_mode(")]
-keys = re.findall(r'\\"(\w+)\\":', body)
+keys = re.findall(r'\{"(\w+)", ', body)
 top = keys[:keys.index("loops") + 1]
 per_loop = keys[keys.index("loops") + 1:]
 assert list(d) == top, (list(d), top)

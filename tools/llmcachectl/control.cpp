@@ -74,27 +74,16 @@ int loops(const std::vector<std::string> &args)
 	table.resize(req.count);
 	const bool bw_measured = req.flags & LLMCACHE_LOOPS_BW_MEASURED, t_measured = req.flags & LLMCACHE_LOOPS_T_MEASURED;
 	if (json) {
-		std::printf("{\"bw\":%llu,\"bw_source\":\"%s\",\"t_ns\":%llu,\"t_source\":\"%s\",\"bw_measured\":%llu,"
-			    "\"t_measured_ns\":%llu,\"total\":%u,\"loops\":[",
-			    (unsigned long long)req.bw, bw_measured ? "measured" : "set", (unsigned long long)req.t_ns,
-			    t_measured ? "measured" : "set", (unsigned long long)req.bw_measured,
-			    (unsigned long long)req.t_measured_ns, req.total);
-		const char *sep = "";
-		for (const auto &l : table) {
-			std::printf("%s{\"file_id\":%llu,\"path\":%s,\"seq\":%llu,\"first_block\":%llu,\"blocks\":%llu,"
-				    "\"period_ns\":%llu,\"iterations\":%llu,\"s_min\":%llu,\"pinned\":%llu,\"deficit\":%llu,"
-				    "\"stall_ns\":",
-				    sep, (unsigned long long)l.file_id, json_string(path_of(l.file_id)).c_str(),
-				    (unsigned long long)l.seq, (unsigned long long)l.first_block, (unsigned long long)l.blocks,
-				    (unsigned long long)l.period_ns, (unsigned long long)l.iterations,
-				    (unsigned long long)l.s_min, (unsigned long long)l.pinned, (unsigned long long)l.deficit);
-			if (l.stall_ns == unknown_stall)
-				std::printf("null}");
-			else
-				std::printf("%llu}", (unsigned long long)l.stall_ns);
-			sep = ",";
-		}
-		std::printf("]}\n");
+		Json j = {{"bw", req.bw}, {"bw_source", bw_measured ? "measured" : "set"}, {"t_ns", req.t_ns},
+			  {"t_source", t_measured ? "measured" : "set"}, {"bw_measured", req.bw_measured},
+			  {"t_measured_ns", req.t_measured_ns}, {"total", req.total}, {"loops", Json::array()}};
+		for (const auto &l : table)
+			j["loops"].push_back({{"file_id", l.file_id}, {"path", path_of(l.file_id)}, {"seq", l.seq},
+					      {"first_block", l.first_block}, {"blocks", l.blocks}, {"period_ns", l.period_ns},
+					      {"iterations", l.iterations}, {"s_min", l.s_min}, {"pinned", l.pinned},
+					      {"deficit", l.deficit},
+					      {"stall_ns", l.stall_ns == unknown_stall ? Json() : Json(l.stall_ns)}});
+		std::printf("%s\n", json_text(j).c_str());
 		return 0;
 	}
 	std::printf("BW %s (%s), T %s (%s); measured: BW %s, T %s\n",
@@ -188,10 +177,10 @@ int auto_mode(const std::vector<std::string> &args)
 	}
 	std::string mode = read_value("auto/mode");
 	if (json) {
-		std::printf("{\"mode\":%s", json_string(mode).c_str());
+		Json j = {{"mode", mode}};
 		for (const char *f : {"target", "min_size", "registered", "scans"})
-			std::printf(",\"%s\":%s", f, read_value(std::string("auto/") + f).c_str());
-		std::printf("}\n");
+			j[f] = json_count(read_value(std::string("auto/") + f), sysfs + "/auto/" + f);
+		std::printf("%s\n", json_text(j).c_str());
 	} else if (mode == "off") {
 		std::printf("automatic mode off\n");
 	} else {

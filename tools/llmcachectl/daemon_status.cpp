@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -32,6 +33,8 @@ namespace po = boost::program_options;
 namespace proto = llmcache::kv::proto;
 namespace units = llmcache::units;
 using llmcache::kmod::Failure;
+using llmcache::kmod::Json;
+using llmcache::kmod::json_text;
 using llmcache::kmod::report_errors;
 
 int cmd_status(int argc, char **argv); // kmod.cpp
@@ -130,33 +133,15 @@ std::vector<Line> parse(const std::string &text)
 	return out;
 }
 
-std::string json_string(const std::string &s)
+// Line l's values into object out, after the keys out already has: the words as strings, the rest as
+// counts (the protocol's values are unsigned decimals but for these).
+void add_values(Json &out, const Line &l, std::initializer_list<std::string> words = {})
 {
-	std::string out = "\"";
-	for (char c : s) {
-		if (static_cast<unsigned char>(c) < 0x20) {
-			char b[8];
-			std::snprintf(b, sizeof(b), "\\u%04x", c);
-			out += b;
-			continue;
-		}
-		if (c == '"' || c == '\\')
-			out += '\\';
-		out += c;
-	}
-	return out + "\"";
-}
-
-std::string json_object(const Line &l, const char *skip = "")
-{
-	std::string out = "{";
-	for (const auto &[k, v] : l.kv) {
-		if (k == skip)
-			continue;
-		const bool num = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
-		out += (out.size() > 1 ? "," : "") + json_string(k) + ":" + (num ? v : json_string(v));
-	}
-	return out + "}";
+	for (const auto &[k, v] : l.kv)
+		if (!out.contains(k))
+			out[k] = std::find(words.begin(), words.end(), k) != words.end()
+					 ? Json(v)
+					 : llmcache::kmod::json_count(v, "llmcached's " + l.kind + " " + k);
 }
 
 const Line &find(const std::vector<Line> &lines, const std::string &kind)
@@ -198,17 +183,8 @@ bool parse_args(const char *name, const char *what, int argc, char **argv, Args 
 	return vm.count("help") == 0;
 }
 
-void print_loops(const std::vector<Line> &lines, bool json)
+void print_loops(const std::vector<Line> &lines)
 {
-	if (json) {
-		std::printf("[");
-		const char *sep = "";
-		for (const Line &l : lines)
-			if (l.kind == "loop")
-				std::printf("%s%s", sep, json_object(l).c_str()), sep = ",";
-		std::printf("]");
-		return;
-	}
 	std::printf("%6s %5s %10s %10s %6s %12s %10s %10s %10s %12s\n", "seq", "file", "first", "N", "iters", "period",
 		    "S_min", "pinned", "deficit", "stall/iter");
 	for (const Line &l : lines)
@@ -225,20 +201,25 @@ int daemon_status(const Args &a)
 	const auto lines = parse(ask(a.socket, a.timeout_ms));
 	const Line &g = find(lines, "global"), &st = find(lines, "stats");
 	if (a.json) {
-		std::printf("{\"source\":\"llmcached\",");
-		std::string top = json_object(g, "mode");
-		std::printf("%s,\"stats\":%s,\"files\":[", top.substr(1, top.size() - 2).c_str(), json_object(st).c_str());
-		const char *sep = "";
+		// The module's schema (Documentation/admin-guide.md): "source" says the mode, and the loops are
+		// loops --json's.
+		Json j = {{"source", "llmcached"}};
+		add_values(j, g, {"mode", "hook_mode"});
+		j.erase("mode");
+		add_values(j["stats"] = Json::object(), st);
+		// The daemon's events_dropped counts feed records the ring had no room for, the module's the
+		// blocks of events too large to classify: one key, one unit.
+		j["stats"]["records_lost"] = j["stats"]["events_dropped"];
+		j["stats"].erase("events_dropped");
+		j["files"] = Json::array();
 		for (const Line &l : lines)
 			if (l.kind == "file") {
-				std::string o = json_object(l);
-				// The module counts page-cache insertions and removals per file; the feed does not.
-				std::printf("%s%s,\"added\":null,\"removed\":null}", sep, o.substr(0, o.size() - 1).c_str());
-				sep = ",";
+				Json f = {{"id", llmcache::kmod::json_count(l.get("id"), "llmcached's file id")},
+					  {"path", l.get("path")}};
+				add_values(f, l);
+				j["files"].push_back(f);
 			}
-		std::printf("],\"loops\":");
-		print_loops(lines, true);
-		std::printf("}\n");
+		std::printf("%s\n", json_text(j).c_str());
 		return 0;
 	}
 	std::printf("llmcached --mode=bpf: %s, hooks %s, %s files registered\n", g.num("enable") ? "enabled" : "disabled",
@@ -278,22 +259,16 @@ void print_loops_like_module(const std::vector<Line> &lines)
 	size_t total = 0;
 	for (const Line &l : lines)
 		total += l.kind == "loop";
-	std::printf("{\"bw\":%llu,\"bw_source\":\"set\",\"t_ns\":%llu,\"t_source\":\"set\",\"bw_measured\":0,"
-		    "\"t_measured_ns\":0,\"total\":%zu,\"loops\":[",
-		    (unsigned long long)g.num("bw"), (unsigned long long)g.num("t_ns"), total);
-	const char *sep = "";
-	for (const Line &l : lines) {
-		if (l.kind != "loop")
-			continue;
-		const std::string stall = l.num("stall_ns") == UINT64_MAX ? "null" : l.get("stall_ns");
-		std::printf("%s{\"file_id\":%s,\"path\":%s,\"seq\":%s,\"first_block\":%s,\"blocks\":%s,\"period_ns\":%s,"
-			    "\"iterations\":%s,\"s_min\":%s,\"pinned\":%s,\"deficit\":%s,\"stall_ns\":%s}",
-			    sep, l.get("file").c_str(), json_string(path_of(l.get("file"))).c_str(), l.get("seq").c_str(),
-			    l.get("first").c_str(), l.get("n").c_str(), l.get("period_ns").c_str(), l.get("iterations").c_str(),
-			    l.get("s_min").c_str(), l.get("pinned").c_str(), l.get("deficit").c_str(), stall.c_str());
-		sep = ",";
-	}
-	std::printf("]}\n");
+	Json j = {{"bw", g.num("bw")}, {"bw_source", "set"}, {"t_ns", g.num("t_ns")}, {"t_source", "set"},
+		  {"bw_measured", 0}, {"t_measured_ns", 0}, {"total", total}, {"loops", Json::array()}};
+	for (const Line &l : lines)
+		if (l.kind == "loop")
+			j["loops"].push_back({{"file_id", l.num("file")}, {"path", path_of(l.get("file"))}, {"seq", l.num("seq")},
+					      {"first_block", l.num("first")}, {"blocks", l.num("n")},
+					      {"period_ns", l.num("period_ns")}, {"iterations", l.num("iterations")},
+					      {"s_min", l.num("s_min")}, {"pinned", l.num("pinned")}, {"deficit", l.num("deficit")},
+					      {"stall_ns", l.num("stall_ns") == UINT64_MAX ? Json() : Json(l.num("stall_ns"))}});
+	std::printf("%s\n", json_text(j).c_str());
 }
 
 bool module_loaded() { return access(LLMCACHE_SYSFS_DIR, F_OK) == 0; }
@@ -324,11 +299,10 @@ int cmd_loops_routed(int argc, char **argv)
 		if (!parse_args("loops", "the loops and their sizing (S_min = max(0, N - BW*T)), in blocks", argc, argv, a))
 			return 0;
 		const auto lines = parse(ask(a.socket, a.timeout_ms));
-		if (a.json) {
+		if (a.json)
 			print_loops_like_module(lines);
-		} else {
-			print_loops(lines, false);
-		}
+		else
+			print_loops(lines);
 		return 0;
 	});
 }

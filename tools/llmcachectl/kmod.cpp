@@ -2,7 +2,9 @@
 // llmcachectl status / register / unregister / set / set-file: the llmcache.ko interfaces, /sys/kernel/llmcache/
 // (read by anyone) and /dev/llmcache (root only). See Documentation/admin-guide.md.
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <dirent.h>
@@ -59,21 +61,17 @@ int open_device()
 	return dev;
 }
 
-std::string json_string(const std::string &s)
+Json json_count(const std::string &value, const std::string &name)
 {
-	std::string out = "\"";
-	for (char c : s) {
-		if (c == '"' || c == '\\')
-			out += '\\';
-		if (static_cast<unsigned char>(c) < 0x20) {
-			char buf[8];
-			std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-			out += buf;
-			continue;
-		}
-		out += c;
+	size_t used = 0;
+	uint64_t n = 0;
+	try {
+		n = std::stoull(value, &used, 10);
+	} catch (const std::exception &) {
 	}
-	return out + "\"";
+	if (value.empty() || !std::isdigit(static_cast<unsigned char>(value[0])) || used != value.size())
+		throw Failure{name + " is '" + value + "', not an unsigned decimal: is llmcachectl older than what it reads?"};
+	return n;
 }
 
 std::vector<std::string> file_ids()
@@ -133,15 +131,40 @@ std::vector<std::pair<std::string, std::string>> values(const std::string &dir, 
 	return out;
 }
 
-// A JSON object of the pairs: numbers as numbers, anything else ("tracepoint", "off") as a string.
-std::string json_object(const std::vector<std::pair<std::string, std::string>> &kv)
+// The JSON object of directory dir's known values (names), each a count except those in words.
+template <size_t N>
+Json json_values(const std::string &dir, const char *const (&names)[N], std::initializer_list<std::string> words = {})
 {
-	std::string out = "{";
-	for (const auto &[k, v] : kv) {
-		const bool num = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
-		out += (out.size() > 1 ? ",\"" : "\"") + k + "\":" + (num ? v : json_string(v));
+	const std::string prefix = dir.empty() ? "" : dir + "/";
+	Json out = Json::object();
+	for (const char *n : names) {
+		const std::string v = read_value(prefix + n);
+		out[n] = std::find(words.begin(), words.end(), n) != words.end() ? Json(v) : json_count(v, sysfs + "/" + prefix + n);
 	}
-	return out + "}";
+	return out;
+}
+
+// status --json: the schema of Documentation/admin-guide.md, the documented values only (the human
+// form also shows values a newer module adds).
+void print_status_json(bool kv)
+{
+	Json j = {{"source", "llmcache.ko"}};
+	j.update(json_values("", top_names, {"hook_mode"}));
+	j["stats"] = json_values("stats", stat_names);
+	j["sizing"] = json_values("sizing", sizing_names);
+	j["auto"] = json_values("auto", auto_names, {"mode"});
+	if (kv) {
+		j["kv"] = json_values("kv", kv_names);
+		j["kv"]["cpu"] = json_values("kv/cpu", kv_pool_names);
+		j["kv"]["storage"] = json_values("kv/storage", kv_pool_names);
+	}
+	j["files"] = Json::array();
+	for (const auto &id : file_ids()) {
+		Json f = {{"id", json_count(id, sysfs + "/files/" + id)}, {"path", read_value("files/" + id + "/path")}};
+		f.update(json_values("files/" + id, file_fields));
+		j["files"].push_back(f);
+	}
+	std::printf("%s\n", json_text(j).c_str());
 }
 
 int status(const std::vector<std::string> &args)
@@ -158,32 +181,16 @@ int status(const std::vector<std::string> &args)
 		return 0;
 	}
 	require_loaded();
-	const auto top = values("", top_names), stats = values("stats", stat_names),
-		   sizing = values("sizing", sizing_names), autom = values("auto", auto_names);
 	// kv/: llmcached's last push (absent when the module could not create it).
 	const bool kv = access((sysfs + "/kv").c_str(), F_OK) == 0;
-	const auto kvs = kv ? values("kv", kv_names) : decltype(top){};
-	const auto cpu = kv ? values("kv/cpu", kv_pool_names) : kvs, storage = kv ? values("kv/storage", kv_pool_names) : kvs;
 	if (json) {
-		const std::string t = json_object(top), k = json_object(kvs);
-		std::printf("%s,\"stats\":%s,\"sizing\":%s,\"auto\":%s,", t.substr(0, t.size() - 1).c_str(),
-			    json_object(stats).c_str(), json_object(sizing).c_str(), json_object(autom).c_str());
-		if (kv)
-			std::printf("\"kv\":%s,\"cpu\":%s,\"storage\":%s},", k.substr(0, k.size() - 1).c_str(),
-				    json_object(cpu).c_str(), json_object(storage).c_str());
-		std::printf("\"files\":[");
-		const char *sep = "";
-		for (const auto &id : file_ids()) {
-			std::printf("%s{\"id\":%s,\"path\":%s", sep, id.c_str(),
-				    json_string(read_value("files/" + id + "/path")).c_str());
-			for (const char *f : file_fields)
-				std::printf(",\"%s\":%s", f, read_value("files/" + id + "/" + f).c_str());
-			std::printf("}");
-			sep = ",";
-		}
-		std::printf("]}\n");
+		print_status_json(kv);
 		return 0;
 	}
+	const auto top = values("", top_names), stats = values("stats", stat_names),
+		   sizing = values("sizing", sizing_names), autom = values("auto", auto_names);
+	const auto kvs = kv ? values("kv", kv_names) : decltype(top){};
+	const auto cpu = kv ? values("kv/cpu", kv_pool_names) : kvs, storage = kv ? values("kv/storage", kv_pool_names) : kvs;
 	auto get = [](const auto &kv, const std::string &name) {
 		for (const auto &[k, v] : kv)
 			if (k == name)

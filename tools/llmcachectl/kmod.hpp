@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <boost/program_options/errors.hpp>
+#include <nlohmann/json.hpp>
 
 namespace llmcache::kmod {
 
@@ -21,7 +22,13 @@ extern const std::string sysfs; // LLMCACHE_SYSFS_DIR
 std::string read_value(const std::string &name); // one sysfs value, newline stripped; throws Failure
 void require_loaded();                            // throws Failure naming what to do
 int open_device();                                // /dev/llmcache; throws Failure (not loaded, not root)
-std::string json_string(const std::string &s);
+// JSON in the order the keys are set (Documentation/admin-guide.md, "The status schema").
+using Json = nlohmann::ordered_json;
+// An unsigned decimal (a sysfs value, a daemon's status value) as a JSON number; name says whose value
+// it is when it is not one (throws Failure).
+Json json_count(const std::string &value, const std::string &name);
+// One line of JSON; bytes that are not UTF-8 (a path may hold any) become U+FFFD.
+inline std::string json_text(const Json &j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 std::vector<std::string> file_ids(); // registered files' ids, in order
 
 // Runs subcommand cmd's body: its exit status, or 2 after a usage error and 1 after a Failure, each
