@@ -6,7 +6,7 @@
 # quote, a backslash, a newline, a space and a percent sign. The JSON must carry exactly the table's keys
 # for the daemon, with their types, and the path intact; the module's side prints the name lists of
 # tools/llmcachectl/kmod.cpp, which must be the table's keys for the module. loops --json gets the same
-# path right.
+# path right, and kv status --json types a session's values (backend a string, beta a fraction).
 set -euo pipefail
 bin=${LLMCACHE_BIN:?}
 src=${LLMCACHE_SRC:?}
@@ -31,13 +31,16 @@ listing += "file " + " ".join(f"{k} {i + 1}" for i, k in enumerate(keys('out += 
 listing += " path /models/a\"b\\c%0ad%20e%25.gguf\n"
 listing += "loop seq 7 file 1 first 16 n 4096 iterations 5 period_ns 2000000 s_min 1654 pinned 100 deficit 1554 stall_ns 30000\n"
 listing = listing.encode()
+sessions = (b"session 3 uid 0 pid 42 backend emulated tokens 100 cpu_bytes 4096 spilled_pages 2 bytes_written 8192 "
+            b"bytes_read 4096 partial_reads 1 selects 5 promoted_pages 1 beta 0.500000\n")
 s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 s.bind(sys.argv[1] + ".tmp"); s.listen(4); os.rename(sys.argv[1] + ".tmp", sys.argv[1])
 while True:
     c, _ = s.accept()
     h = c.recv(4096)
-    seq = struct.unpack_from("<I", h, 12)[0]
-    reply = struct.pack("<iIQII", 0, 0, 0, len(listing), 0) + listing
+    kind, seq = struct.unpack_from("<H", h, 6)[0], struct.unpack_from("<I", h, 12)[0]
+    text = sessions if kind == 6 else listing
+    reply = struct.pack("<iIQII", 0, 0, 0, len(text), 0) + text
     c.send(struct.pack("<IHHII", 0x4b4c4c4d, 1, 0x80, len(reply), seq) + reply)
     c.close()
 PY
@@ -45,6 +48,13 @@ fake=$!
 for _ in $(seq 100); do [ -S "$work/d.sock" ] && break; sleep 0.05; done
 "$bin/llmcachectl" status --socket "$work/d.sock" --json >"$work/status.json" || fail "status --json failed"
 "$bin/llmcachectl" loops --socket "$work/d.sock" --json >"$work/loops.json" || fail "loops --json failed"
+"$bin/llmcachectl" kv status --socket "$work/d.sock" --json >"$work/kv.json" || fail "kv status --json failed"
+python3 - "$work/kv.json" <<'PY' || fail "kv status --json: $(cat "$work/kv.json")"
+import json, sys
+s = json.load(open(sys.argv[1]))["sessions"][0]
+assert s["backend"] == "emulated" and s["beta"] == 0.5 and s["session"] == 3 and s["partial_reads"] == 1, s
+assert all(type(v) is int for k, v in s.items() if k not in ("backend", "beta")), s
+PY
 python3 - "$work/status.json" "$work/loops.json" "$src/Documentation/admin-guide.md" "$src/tools/llmcachectl/kmod.cpp" <<'PY' ||
 import json, re, sys
 status_text, loops_text = open(sys.argv[1]).read(), open(sys.argv[2]).read()

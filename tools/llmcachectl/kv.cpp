@@ -14,10 +14,16 @@
 
 #include <boost/program_options.hpp>
 
+#include "kmod.hpp"
 #include "kv/llmcache_kv.h"
 #include "util/units.hpp"
 
 namespace po = boost::program_options;
+using llmcache::kmod::Failure;
+using llmcache::kmod::Json;
+using llmcache::kmod::json_count;
+using llmcache::kmod::json_text;
+using llmcache::kmod::report_errors;
 
 namespace {
 
@@ -54,19 +60,31 @@ void print_table(const std::vector<Session> &sessions)
 	}
 }
 
+// A session's values by name (the daemon's STATUS listing): backend a string, beta a fraction, the rest
+// counts.
 void print_json(const std::vector<Session> &sessions)
 {
-	std::printf("{\"sessions\": [");
-	for (size_t i = 0; i < sessions.size(); i++) {
-		std::printf("%s{", i ? ", " : "");
-		for (size_t j = 0; j < sessions[i].size(); j++) {
-			const auto &[k, v] = sessions[i][j];
-			bool numeric = !v.empty() && v.find_first_not_of("0123456789.-") == std::string::npos;
-			std::printf(numeric ? "%s\"%s\": %s" : "%s\"%s\": \"%s\"", j ? ", " : "", k.c_str(), v.c_str());
+	Json out = {{"sessions", Json::array()}};
+	for (const auto &s : sessions) {
+		Json j = Json::object();
+		for (const auto &[k, v] : s) {
+			if (k == "backend") {
+				j[k] = v;
+			} else if (k == "beta") {
+				size_t used = 0;
+				try {
+					j[k] = std::stod(v, &used);
+				} catch (const std::exception &) {
+				}
+				if (used == 0 || used != v.size())
+					throw Failure{"llmcached's session beta is '" + v + "', not a number"};
+			} else {
+				j[k] = json_count(v, "llmcached's session " + k);
+			}
 		}
-		std::printf("}");
+		out["sessions"].push_back(j);
 	}
-	std::puts("]}");
+	std::printf("%s\n", json_text(out).c_str());
 }
 
 } // namespace
@@ -133,6 +151,8 @@ int cmd_kv(int argc, char **argv)
 		}
 	}
 	auto sessions = parse_listing(buf.data());
-	json ? print_json(sessions) : print_table(sessions);
-	return 0;
+	return report_errors("kv status", [&] {
+		json ? print_json(sessions) : print_table(sessions);
+		return 0;
+	});
 }

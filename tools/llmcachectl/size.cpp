@@ -8,6 +8,7 @@
  * the deficit and the stall per iteration. The arithmetic is the policy core's (core.h), in 4 KiB blocks.
  * Documentation/sizing.md works through the paper's examples.
  */
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
@@ -20,14 +21,21 @@
 extern "C" {
 #include "core/core.h"
 }
+#include "kmod.hpp"
 #include "util/units.hpp"
 
 namespace po = boost::program_options;
 namespace units = llmcache::units;
+using llmcache::kmod::Json;
+using llmcache::kmod::json_text;
 
 namespace {
 
 constexpr uint64_t block = LLMCACHE_BLOCK_SIZE;
+
+// The JSON's rounded figures: MB to a tenth, tokens/s to a thousandth.
+double tenths(double v) { return std::round(v * 10) / 10; }
+double thousandths(double v) { return std::round(v * 1000) / 1000; }
 
 struct Scenario {
 	std::string name;
@@ -156,18 +164,18 @@ int size(int argc, char **argv)
 	}
 	uint64_t bwt = llc_size_max_loop(0, bw_blocks, t_ns); // floor(BW*T)
 
-	if (json)
-		std::printf("{\"mode\":\"%s\",\"device\":%s,\"bw_bytes_per_s\":%llu,\"bw_blocks_per_s\":%llu,\"t_ns\":%llu,"
-			    "\"bw_t_blocks\":%llu,\"scenarios\":[",
-			    n_bytes ? "min_cache" : "max_loop", device.empty() ? "null" : ("\"" + device + "\"").c_str(),
-			    (unsigned long long)bw_bytes, (unsigned long long)bw_blocks, (unsigned long long)t_ns,
-			    (unsigned long long)bwt);
-	else
+	Json out = {{"mode", n_bytes ? "min_cache" : "max_loop"},
+		    {"device", device.empty() ? Json() : Json(device)},
+		    {"bw_bytes_per_s", bw_bytes},
+		    {"bw_blocks_per_s", bw_blocks},
+		    {"t_ns", t_ns},
+		    {"bw_t_blocks", bwt},
+		    {"scenarios", Json::array()}};
+	if (!json)
 		std::printf("bandwidth %.1f MB/s = %llu blocks/s, T = %s: BW*T = %llu blocks (%s)\n", bw_bytes / 1e6,
 			    (unsigned long long)bw_blocks, units::format_duration(t_ns).c_str(), (unsigned long long)bwt,
 			    mb(bwt * block).c_str());
 
-	const char *sep = "";
 	for (const auto &s : scen) {
 		uint64_t hot_blocks = (s.hot + block - 1) / block;
 		uint64_t s_blocks = have_cache ? s.cache / block - hot_blocks : 0;
@@ -177,11 +185,16 @@ int size(int argc, char **argv)
 			// Section 4.2 adds the cache in MiB to BW*T in MB: (64 - 4) + 100 x 0.1 = 70.
 			double paper = s_blocks * block / 1048576.0 + bw_bytes * (t_ns / 1e9) / 1e6;
 			if (json)
-				std::printf("%s{\"name\":\"%s\",\"cache_bytes\":%llu,\"hot_bytes\":%llu,\"loop_cache_blocks\":%llu,"
-					    "\"loop_cache_bytes\":%llu,\"max_loop_blocks\":%llu,\"max_loop_bytes\":%llu,"
-					    "\"max_loop_mb\":%.1f,\"max_loop_mib\":%.1f,\"paper_estimate\":%.1f}",
-					    sep, s.name.c_str(), u(s.cache), u(s.hot), u(s_blocks), u(s_blocks * block), u(n),
-					    u(n * block), n * block / 1e6, n * block / 1048576.0, paper);
+				out["scenarios"].push_back({{"name", s.name},
+							    {"cache_bytes", s.cache},
+							    {"hot_bytes", s.hot},
+							    {"loop_cache_blocks", s_blocks},
+							    {"loop_cache_bytes", s_blocks * block},
+							    {"max_loop_blocks", n},
+							    {"max_loop_bytes", n * block},
+							    {"max_loop_mb", tenths(n * block / 1e6)},
+							    {"max_loop_mib", tenths(n * block / 1048576.0)},
+							    {"paper_estimate", tenths(paper)}});
 			else
 				std::printf("%s: cache %s - hot set %s = loop cache S = %llu blocks (%s)\n"
 					    "  sustainable loop N = S + BW*T = %llu + %llu = %llu blocks = %s\n"
@@ -189,17 +202,19 @@ int size(int argc, char **argv)
 					    s.name.c_str(), units::format_bytes(s.cache).c_str(), units::format_bytes(s.hot).c_str(),
 					    u(s_blocks), mb(s_blocks * block).c_str(), u(s_blocks), u(bwt), u(n), mb(n * block).c_str(),
 					    s_blocks * block / 1048576.0, bw_bytes * (t_ns / 1e9) / 1e6, paper);
-			sep = ",";
 			continue;
 		}
 		uint64_t n = (*n_bytes + block - 1) / block;
 		uint64_t need = llc_size_min_blocks(n, bw_blocks, t_ns);
 		uint64_t need_cache = (need + hot_blocks) * block;
-		if (json)
-			std::printf("%s{\"name\":\"%s\",\"hot_bytes\":%llu,\"loop_blocks\":%llu,\"loop_bytes\":%llu,"
-				    "\"min_loop_cache_blocks\":%llu,\"min_loop_cache_bytes\":%llu,\"min_cache_bytes\":%llu",
-				    sep, s.name.c_str(), u(s.hot), u(n), u(n * block), u(need), u(need * block), u(need_cache));
-		else
+		Json scenario = {{"name", s.name},
+				 {"hot_bytes", s.hot},
+				 {"loop_blocks", n},
+				 {"loop_bytes", n * block},
+				 {"min_loop_cache_blocks", need},
+				 {"min_loop_cache_bytes", need * block},
+				 {"min_cache_bytes", need_cache}};
+		if (!json)
 			std::printf("loop N = %llu blocks (%s): needs loop cache S >= N - BW*T = %llu blocks (%s)\n"
 				    "  cache needed with hot set %s: %s\n",
 				    u(n), mb(n * block).c_str(), u(need), mb(need * block).c_str(),
@@ -208,11 +223,13 @@ int size(int argc, char **argv)
 			uint64_t deficit = need > s_blocks ? need - s_blocks : 0;
 			uint64_t stall = llc_stall_ns(n, s_blocks, bw_blocks, t_ns);
 			double tps = 1e9 / double(t_ns + stall);
-			if (json)
-				std::printf(",\"cache_bytes\":%llu,\"loop_cache_blocks\":%llu,\"deficit_blocks\":%llu,"
-					    "\"deficit_bytes\":%llu,\"stall_ns\":%llu,\"tokens_per_s_max\":%.3f",
-					    u(s.cache), u(s_blocks), u(deficit), u(deficit * block), u(stall), tps);
-			else
+			scenario.update({{"cache_bytes", s.cache},
+					 {"loop_cache_blocks", s_blocks},
+					 {"deficit_blocks", deficit},
+					 {"deficit_bytes", deficit * block},
+					 {"stall_ns", stall},
+					 {"tokens_per_s_max", thousandths(tps)}});
+			if (!json)
 				std::printf("%s: cache %s - hot set %s = loop cache S = %llu blocks (%s)\n"
 					    "  deficit %llu blocks (%s); stall per iteration max(0, (N - S)/BW - T) = %s;"
 					    " at most %.2f tokens/s (T + stall per token)\n",
@@ -220,12 +237,10 @@ int size(int argc, char **argv)
 					    u(s_blocks), mb(s_blocks * block).c_str(), u(deficit), mb(deficit * block).c_str(),
 					    units::format_duration(stall).c_str(), tps);
 		}
-		if (json)
-			std::printf("}");
-		sep = ",";
+		out["scenarios"].push_back(scenario);
 	}
 	if (json)
-		std::printf("]}\n");
+		std::printf("%s\n", json_text(out).c_str());
 	return 0;
 }
 
