@@ -34,6 +34,17 @@ check "stat: a period" test "$(json 'd["loops"][0]["period_ns"] > 0' "$s")" = Tr
 text=$("$T" stat "$tmp/w.trace")
 check "stat: text names the loop" has "$text" "decoder/weights.bin +0-1023 +1024 +4"
 check "stat: reads a CSV trace too" test "$("$T" stat --json "$tmp/w.csv" | python3 -c 'import json,sys; print(json.load(sys.stdin)["records"])')" = "$records"
+# A path with a quote, a backslash and a newline comes out escaped, and every count is a number.
+printf 'time_ns,pid,dev,inode,first_block,nr_blocks,op,path\n0,1,0,7,0,4,read,"a""b\\c\nd.bin"\n' >"$tmp/odd.csv"
+check "stat: a path with a quote, a backslash and a newline" python3 -c '
+import json, sys
+text = sys.stdin.read()
+assert text.count("\n") == 1 and "a\\\"b\\\\c\\nd.bin" in text, text
+d = json.loads(text)
+assert d["files"][0]["path"] == "a\"b\\c\nd.bin", d
+assert all(type(v) is int for k, v in d.items() if k not in ("files", "sequences", "blocks_by_class", "loops")), d
+assert all(type(v) is int for k, v in d["files"][0].items() if k != "path"), d
+' < <("$T" stat --json "$tmp/odd.csv")
 
 "$T" convert "$tmp/w.trace" "$tmp/a.csv" --to csv 2>/dev/null
 "$T" convert "$tmp/a.csv" "$tmp/b.trace" --to native 2>/dev/null

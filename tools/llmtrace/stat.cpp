@@ -4,6 +4,7 @@
 // iterations, period) are reported. A write error on stdout (a full disk, /dev/full) is an error: the
 // exit status says the summary was lost.
 #include <boost/program_options.hpp>
+#include <nlohmann/json.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -38,22 +39,6 @@ struct Loop {
 	uint32_t file;
 	uint64_t start, n, iterations, period_vt, period_ns;
 };
-
-std::string json_string(const std::string &s)
-{
-	std::string o = "\"";
-	for (unsigned char c : s) {
-		if (c == '"' || c == '\\')
-			o += '\\', o += char(c);
-		else if (c < 0x20) {
-			char b[8];
-			std::snprintf(b, sizeof(b), "\\u%04x", c);
-			o += b;
-		} else
-			o += char(c);
-	}
-	return o + "\"";
-}
 
 } // namespace
 
@@ -210,29 +195,37 @@ int cmd_stat(int argc, char **argv)
 		 nhot = llc_class_count(core, LLMCACHE_CLASS_HOT);
 
 	if (vm.count("json")) {
-		std::printf("{\"records\":%llu,\"block_accesses\":%llu,\"reads\":%llu,\"writes\":%llu,\"mmap_faults\":%llu,"
-			    "\"duration_ns\":%llu,\"footprint_blocks\":%llu,\"files\":[",
-			    (unsigned long long)records, (unsigned long long)blocks, (unsigned long long)per_op[0],
-			    (unsigned long long)per_op[1], (unsigned long long)per_op[2],
-			    (unsigned long long)(last_ns - first_ns), (unsigned long long)footprint);
+		using Json = nlohmann::ordered_json;
+		Json out = {{"records", records},
+			    {"block_accesses", blocks},
+			    {"reads", per_op[0]},
+			    {"writes", per_op[1]},
+			    {"mmap_faults", per_op[2]},
+			    {"duration_ns", last_ns - first_ns},
+			    {"footprint_blocks", footprint},
+			    {"files", Json::array()}};
 		for (size_t i = 0; i < files.size(); i++)
-			std::printf("%s{\"path\":%s,\"dev\":%u,\"inode\":%llu,\"records\":%llu,\"block_accesses\":%llu,"
-				    "\"footprint_blocks\":%llu}",
-				    i ? "," : "", json_string(name(uint32_t(i))).c_str(), files[i].dev,
-				    (unsigned long long)files[i].inode, (unsigned long long)files[i].records,
-				    (unsigned long long)files[i].blocks, (unsigned long long)files[i].footprint);
-		std::printf("],\"sequences\":{\"seq\":%u,\"loop\":%u,\"hot\":%u},\"blocks_by_class\":{\"seq\":%llu,"
-			    "\"loop\":%llu,\"hot\":%llu},\"loop_iterations\":%llu,\"loops\":[",
-			    nseq, nloop, nhot, (unsigned long long)st[LLMCACHE_STAT_SEQ_BLOCKS],
-			    (unsigned long long)st[LLMCACHE_STAT_LOOP_BLOCKS], (unsigned long long)st[LLMCACHE_STAT_HOT_BLOCKS],
-			    (unsigned long long)st[LLMCACHE_STAT_LOOP_ITERATIONS]);
-		for (size_t i = 0; i < loops.size(); i++)
-			std::printf("%s{\"path\":%s,\"first_block\":%llu,\"n_blocks\":%llu,\"iterations\":%llu,"
-				    "\"period_accesses\":%llu,\"period_ns\":%llu}",
-				    i ? "," : "", json_string(name(loops[i].file)).c_str(), (unsigned long long)loops[i].start,
-				    (unsigned long long)loops[i].n, (unsigned long long)loops[i].iterations,
-				    (unsigned long long)loops[i].period_vt, (unsigned long long)loops[i].period_ns);
-		std::printf("]}\n");
+			out["files"].push_back({{"path", name(uint32_t(i))},
+						{"dev", files[i].dev},
+						{"inode", files[i].inode},
+						{"records", files[i].records},
+						{"block_accesses", files[i].blocks},
+						{"footprint_blocks", files[i].footprint}});
+		out["sequences"] = {{"seq", nseq}, {"loop", nloop}, {"hot", nhot}};
+		out["blocks_by_class"] = {{"seq", st[LLMCACHE_STAT_SEQ_BLOCKS]},
+					  {"loop", st[LLMCACHE_STAT_LOOP_BLOCKS]},
+					  {"hot", st[LLMCACHE_STAT_HOT_BLOCKS]}};
+		out["loop_iterations"] = st[LLMCACHE_STAT_LOOP_ITERATIONS];
+		out["loops"] = Json::array();
+		for (const Loop &l : loops)
+			out["loops"].push_back({{"path", name(l.file)},
+						{"first_block", l.start},
+						{"n_blocks", l.n},
+						{"iterations", l.iterations},
+						{"period_accesses", l.period_vt},
+						{"period_ns", l.period_ns}});
+		// A path may hold any bytes: those that are not UTF-8 become U+FFFD.
+		std::printf("%s\n", out.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
 		return flushed();
 	}
 	std::printf("%s: %llu records, %llu block accesses (%llu reads, %llu writes, %llu mmap faults) over %s\n",
