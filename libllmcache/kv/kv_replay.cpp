@@ -8,7 +8,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <deque>
+
+#include <nlohmann/json.hpp>
 
 namespace llmcache::kv {
 
@@ -236,54 +239,52 @@ int replay_kv_trace(std::istream &in, const KvReplayOverrides &o, bool keep_deci
 	return 0;
 }
 
-std::string format_kv_replay(const KvReplayResult &r)
+namespace {
+
+// The figures in order, each a count but beta (a fraction) and select_budget (null: the recorded one).
+nlohmann::ordered_json kv_replay_figures(const KvReplayResult &r)
 {
 	const KvReplayFigures &f = r.figures;
 	const KvReplayParams &p = r.params;
+	return {{"cpu_budget", p.policy.cpu_budget},
+		{"beta", p.beta},
+		{"page_tokens", p.policy.page_tokens},
+		{"sink_tokens", p.policy.sink_tokens},
+		{"recent_tokens", p.policy.recent_tokens},
+		{"select_budget", p.select_budget ? nlohmann::ordered_json(p.select_budget) : nullptr},
+		{"device", p.policy.device ? 1 : 0},
+		{"appends", f.appends},
+		{"selects", f.selects},
+		{"selected_tokens", f.selected},
+		{"selected_in_cpu", f.selected_in_cpu},
+		{"selected_from_storage", f.selected_from_storage},
+		{"spills", f.spills},
+		{"spilled_pages", f.spilled_pages},
+		{"promoted_pages", f.promoted_pages},
+		{"cpu_tokens", f.cpu_tokens},
+		{"storage_tokens", f.storage_tokens},
+		{"peak_cpu_bytes", f.peak_cpu_bytes},
+		{"bytes_written", f.bytes_written},
+		{"bytes_fetched", f.bytes_fetched},
+		{"bytes_scanned_by_host", f.bytes_scanned},
+		{"recorded_write_failures", f.recorded_write_failures}};
+}
+
+} // namespace
+
+std::string format_kv_replay(const KvReplayResult &r)
+{
+	const nlohmann::ordered_json figures = kv_replay_figures(r);
 	std::string s;
-	auto line = [&](const char *name, const std::string &v) { s += std::string(name) + " " + v + "\n"; };
-	auto num = [&](const char *name, uint64_t v) { line(name, std::to_string(v)); };
-	num("cpu_budget", p.policy.cpu_budget);
-	char b[32];
-	std::snprintf(b, sizeof(b), "%.17g", p.beta);
-	line("beta", b);
-	num("page_tokens", p.policy.page_tokens);
-	num("sink_tokens", p.policy.sink_tokens);
-	num("recent_tokens", p.policy.recent_tokens);
-	line("select_budget", p.select_budget ? std::to_string(p.select_budget) : "recorded");
-	num("device", p.policy.device);
-	num("appends", f.appends);
-	num("selects", f.selects);
-	num("selected_tokens", f.selected);
-	num("selected_in_cpu", f.selected_in_cpu);
-	num("selected_from_storage", f.selected_from_storage);
-	num("spills", f.spills);
-	num("spilled_pages", f.spilled_pages);
-	num("promoted_pages", f.promoted_pages);
-	num("cpu_tokens", f.cpu_tokens);
-	num("storage_tokens", f.storage_tokens);
-	num("peak_cpu_bytes", f.peak_cpu_bytes);
-	num("bytes_written", f.bytes_written);
-	num("bytes_fetched", f.bytes_fetched);
-	num("bytes_scanned_by_host", f.bytes_scanned);
-	num("recorded_write_failures", f.recorded_write_failures);
+	for (auto it = figures.begin(); it != figures.end(); ++it) {
+		char b[32];
+		if (it->is_number_float())
+			std::snprintf(b, sizeof(b), "%.17g", it->get<double>());
+		s += it.key() + " " + (it->is_null() ? "recorded" : it->is_number_float() ? b : it->dump()) + "\n";
+	}
 	return s;
 }
 
-std::string format_kv_replay_json(const KvReplayResult &r)
-{
-	std::string s = "{";
-	const std::string text = format_kv_replay(r);
-	size_t i = 0;
-	bool first = true;
-	while (i < text.size()) {
-		const size_t sp = text.find(' ', i), nl = text.find('\n', sp);
-		const std::string k = text.substr(i, sp - i), v = text.substr(sp + 1, nl - sp - 1);
-		s += (first ? "\"" : ", \"") + k + "\": " + (v == "recorded" ? "null" : v);
-		first = false;
-		i = nl + 1;
-	}
-	return s + "}";
-}
+std::string format_kv_replay_json(const KvReplayResult &r) { return kv_replay_figures(r).dump(); }
 
 } // namespace llmcache::kv

@@ -11,6 +11,8 @@
 #include <numeric>
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
 #include "util/units.hpp"
 
 namespace llmcache::sim {
@@ -72,22 +74,6 @@ size_t policy_index(const Report &r, const std::string &name)
 		throw std::invalid_argument("latency policy '" + name + "' was not replayed");
 	return size_t(it - r.policies.begin());
 }
-
-std::string json_string(std::string_view s)
-{
-	std::string out = "\"";
-	for (unsigned char c : s) {
-		if (c == '"' || c == '\\')
-			out += {'\\', char(c)};
-		else if (c < 0x20)
-			out += fmt("\\u%04x", c);
-		else
-			out += char(c);
-	}
-	return out + '"';
-}
-
-std::string json_number(double v) { return std::isfinite(v) ? fmt("%.9g", v) : "null"; }
 
 std::string csv_field(const std::string &s)
 {
@@ -404,55 +390,56 @@ void write_csv(std::ostream &os, const Report &r)
 
 void write_json(std::ostream &os, const Report &r)
 {
-	os << "{\n  \"trace\": {\"path\": " << json_string(r.trace_path) << ", \"name\": " << json_string(r.trace_name)
-	   << ", \"format\": " << json_string(r.format) << ", \"producer\": " << json_string(r.producer)
-	   << ", \"records\": " << r.records << ", \"accesses\": " << r.accesses << ", \"files\": " << r.files
-	   << ", \"footprint_blocks\": " << r.footprint
-	   << ", \"footprint_bytes\": " << r.footprint * LLMCACHE_BLOCK_SIZE << ", \"notes\": [";
-	for (size_t i = 0; i < r.notes.size(); i++)
-		os << (i ? ", " : "") << json_string(r.notes[i]);
-	os << "]},\n  \"sizes\": [";
+	using Json = nlohmann::ordered_json;
+	Json out;
+	out["trace"] = {{"path", r.trace_path},
+			{"name", r.trace_name},
+			{"format", r.format},
+			{"producer", r.producer},
+			{"records", r.records},
+			{"accesses", r.accesses},
+			{"files", r.files},
+			{"footprint_blocks", r.footprint},
+			{"footprint_bytes", r.footprint * LLMCACHE_BLOCK_SIZE},
+			{"notes", r.notes}};
+	out["sizes"] = Json::array();
 	for (size_t s = 0; s < r.sizes.size(); s++)
-		os << (s ? ", " : "") << "{\"size\": " << json_string(r.sizes[s].text)
-		   << ", \"capacity_blocks\": " << r.capacities[s]
-		   << ", \"capacity_bytes\": " << r.capacities[s] * LLMCACHE_BLOCK_SIZE << "}";
-	os << "],\n  \"bandwidths\": [";
-	for (size_t b = 0; b < r.bandwidths.size(); b++)
-		os << (b ? ", " : "") << "{\"name\": " << json_string(format_bandwidth(r.bandwidths[b]))
-		   << ", \"bytes_per_s\": " << r.bandwidths[b] << "}";
-	os << "],\n  \"latency_model\": {\"request_bytes\": " << r.model.request_bytes
-	   << ", \"page_bytes\": " << r.model.page_bytes << ", \"io_setup_s\": " << json_number(r.model.io_setup_s)
-	   << ", \"transfer_bytes_per_s\": " << json_number(r.model.transfer_bytes_per_s)
-	   << ", \"transfer_setup_s\": " << json_number(r.model.transfer_setup_s) << "},\n  \"results\": [";
-	bool first = true;
+		out["sizes"].push_back({{"size", r.sizes[s].text},
+					{"capacity_blocks", r.capacities[s]},
+					{"capacity_bytes", r.capacities[s] * LLMCACHE_BLOCK_SIZE}});
+	out["bandwidths"] = Json::array();
+	for (uint64_t bw : r.bandwidths)
+		out["bandwidths"].push_back({{"name", format_bandwidth(bw)}, {"bytes_per_s", bw}});
+	out["latency_model"] = {{"request_bytes", r.model.request_bytes},
+				{"page_bytes", r.model.page_bytes},
+				{"io_setup_s", r.model.io_setup_s},
+				{"transfer_bytes_per_s", r.model.transfer_bytes_per_s},
+				{"transfer_setup_s", r.model.transfer_setup_s}};
+	out["results"] = Json::array();
 	for (size_t p = 0; p < r.policies.size(); p++)
 		for (size_t s = 0; s < r.sizes.size(); s++) {
 			const RunResult &res = r.at(p, s);
-			os << (first ? "\n" : ",\n") << "    {\"policy\": " << json_string(r.policies[p])
-			   << ", \"size\": " << json_string(r.sizes[s].text) << ", \"capacity_blocks\": " << r.capacities[s]
-			   << ", \"accesses\": " << res.accesses() << ", \"hits\": " << res.hits
-			   << ", \"misses\": " << res.misses << ", \"hit_ratio\": " << json_number(res.hit_ratio());
-			first = false;
-			if (res.has_classes) {
-				os << ", \"classes\": {";
+			Json one = {{"policy", r.policies[p]},
+				    {"size", r.sizes[s].text},
+				    {"capacity_blocks", r.capacities[s]},
+				    {"accesses", res.accesses()},
+				    {"hits", res.hits},
+				    {"misses", res.misses},
+				    {"hit_ratio", res.hit_ratio()}};
+			if (res.has_classes)
 				for (int c = 0; c < LLMCACHE_NR_CLASSES; c++) {
 					std::string name = class_names[c];
 					std::transform(name.begin(), name.end(), name.begin(), ::tolower);
-					os << (c ? ", " : "") << json_string(name) << ": {\"accesses\": " << res.classes.accesses[c]
-					   << ", \"hits\": " << res.classes.hits[c] << "}";
+					one["classes"][name] = {{"accesses", res.classes.accesses[c]}, {"hits", res.classes.hits[c]}};
 				}
-				os << "}";
-			}
-			if (!r.bandwidths.empty()) {
-				os << ", \"fetch_latency_s\": {";
-				for (size_t b = 0; b < r.bandwidths.size(); b++)
-					os << (b ? ", " : "") << json_string(format_bandwidth(r.bandwidths[b])) << ": "
-					   << json_number(fetch_latency(res.hits, res.misses, double(r.bandwidths[b]), r.model).total_s());
-				os << "}";
-			}
-			os << "}";
+			if (!r.bandwidths.empty())
+				for (uint64_t bw : r.bandwidths)
+					one["fetch_latency_s"][format_bandwidth(bw)] =
+						fetch_latency(res.hits, res.misses, double(bw), r.model).total_s();
+			out["results"].push_back(one);
 		}
-	os << "\n  ]\n}\n";
+	// Non-finite numbers become null; bytes of a path that are not UTF-8 become U+FFFD.
+	os << out.dump(2, ' ', false, Json::error_handler_t::replace) << '\n';
 }
 
 void write_hit_ratio_svg(std::ostream &os, const Report &r)

@@ -57,6 +57,13 @@ check "and says so" grep -q "recorded decisions, all reproduced" "$work/check.ou
 "$bin/llmkvreplay" "$trace" --cpu-budget 1MiB,2MiB,8MiB --json >"$work/b.json"
 check "two replays print the same bytes" cmp -s "$work/a.json" "$work/b.json"
 check "one JSON object per budget" test "$(wc -l <"$work/a.json")" -eq 3
+check "the JSON's figures are counts, beta a fraction, select_budget null (the recorded one)" python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    assert type(d["beta"]) in (int, float) and d["select_budget"] is None, d
+    assert all(type(v) is int for k, v in d.items() if k not in ("beta", "select_budget")), d
+' "$work/a.json"
 "$bin/llmkvreplay" "$trace" --decisions "$work/d1" >/dev/null
 "$bin/llmkvreplay" "$trace" --decisions "$work/d2" >/dev/null
 check "the decisions written twice are the same bytes" cmp -s "$work/d1" "$work/d2"

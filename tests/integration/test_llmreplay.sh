@@ -74,6 +74,24 @@ for r in d["results"]:
 assert d["results"][1]["hits"] == 3460 - 710
 EOF
 
+# --- JSON types, and a trace name with a quote, a backslash and a newline escaped ---
+odd=$tmp/$'a"b\\c\nd.csv'
+cp "$tmp/app.csv" "$odd"
+"$R" "$odd" -p llm -s 10% --progress never --bandwidths 100MB/s --json >"$tmp/odd.json" || fail "--json of the odd name failed"
+python3 - "$tmp/odd.json" "$odd" <<'EOF' || fail "--json types or escaping: $(cat "$tmp/odd.json")"
+import json, sys
+text = open(sys.argv[1]).read()
+assert 'a\\"b\\\\c\\nd.csv' in text, text
+d = json.load(open(sys.argv[1]))
+t = d["trace"]
+assert t["path"] == sys.argv[2] and t["name"] == 'a"b\\c\nd.csv', t
+assert all(type(t[k]) is int for k in ("records", "accesses", "files", "footprint_blocks", "footprint_bytes")), t
+r = d["results"][0]
+assert all(type(r[k]) is int for k in ("capacity_blocks", "accesses", "hits", "misses")), r
+assert type(r["hit_ratio"]) is float and type(r["fetch_latency_s"]["100MB/s"]) is float, r
+assert all(type(v) is int for c in r["classes"].values() for v in c.values()), r
+EOF
+
 # --- CSV and SVG files, with the tables still on stdout ---
 out=$("$R" "$tmp/app.csv" -p llm,lru -s 10%,50%,100% --progress never --csv "$tmp/out.csv" \
 	--svg "$tmp/hit.svg" --latency-svg "$tmp/lat.svg" --json="$tmp/o2.json") || fail "file outputs failed"
