@@ -72,6 +72,8 @@ ctrl() { dpkg-deb --ctrl-tarfile "${deb[$1]}" | tar -xOf - "./$2" 2>/dev/null ||
 check "/etc/llmcache/llmcached.conf is a conffile" grep -qx /etc/llmcache/llmcached.conf <<<"$(ctrl llmcached conffiles)"
 check "llmcached's postinst enables the unit" grep -q 'deb-systemd-helper.*enable.*llmcached.service' <<<"$(ctrl llmcached postinst)"
 check "libllmcache-kv0 has shlibs for soname 0" grep -qx "libllmcache-kv 0 libllmcache-kv0 (>= $version)" <<<"$(ctrl libllmcache-kv0 shlibs)"
+check "libllmcache-kv0's symbols file lists llmcache_kv_open" \
+	grep -q '^ llmcache_kv_open@LLMCACHE_KV_0 ' <<<"$(ctrl libllmcache-kv0 symbols)"
 check "llmcache-dkms depends on dkms" grep -q dkms <<<"$(dpkg-deb -f "${deb[llmcache-dkms]}" Depends)"
 check "llmcache-dkms's postinst builds it with DKMS" grep -q 'dkms/common.postinst' <<<"$(ctrl llmcache-dkms postinst)"
 check "libllmcache-kv-dev depends on libllmcache-kv0 (= $version)" \
