@@ -95,6 +95,20 @@ check "content is deterministic" cmp -s "$dir/decoder/weights.bin" <("$W" "${arg
 # 4. mmap: weights as MMAP_FAULT runs, one per 128 KiB, the rest still pread.
 out=$("$W" "${args[@]/pread/mmap}" --trace "$tmp/mmap.trace" --json)
 check "mmap json summary" has "$out" '"tokens":3'
+check "real json summary: counts and seconds typed" python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["mode"] == "real" and type(d["seconds"]) is float and type(d["tokens_per_s"]) is float, d
+assert all(type(d[k]) is int for k in ("tokens", "bytes_read", "bytes_written", "files_created", "records", "blocks")), d
+' "$out"
+odd=$tmp/$'a"b\\c\nd.gguf'
+out=$("$W" gguf "$odd" --size 1MiB --json)
+check "gguf json: a path with a quote, a backslash and a newline" python3 -c '
+import json, sys
+assert sys.argv[1].count("\n") == 0 and "a\\\"b\\\\c\\nd.gguf" in sys.argv[1], sys.argv[1]
+d = json.loads(sys.argv[1])
+assert d["path"] == sys.argv[2] and type(d["bytes"]) is int and d["type"] == "f16", d
+' "$out" "$odd"
 acc=$(accesses "$tmp/mmap.trace")
 check "mmap fault runs" test "$(grep -c "weights.bin [0-9]* 32 2$" <<<"$acc")" = 48
 check "no weights reads with mmap" test "$(grep -c "weights.bin .* 0$" <<<"$acc")" = 0

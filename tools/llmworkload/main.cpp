@@ -4,6 +4,7 @@
 // prints on stdout (--layout, the summary, gguf's description) is checked at exit: a write error there
 // is exit status 1, not results lost silently.
 #include <cerrno>
+#include <cmath>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include <boost/program_options.hpp>
+#include <nlohmann/json.hpp>
 
 #include "../llmtrace/version.hpp"
 #include "trace/trace.hpp"
@@ -67,34 +69,25 @@ po::options_description common_options(Common &c)
 	return d;
 }
 
-std::string json_escape(const std::string &s)
-{
-	std::string r;
-	for (char c : s) {
-		if (c == '"' || c == '\\')
-			r += '\\';
-		r += c;
-	}
-	return r;
-}
+using Json = nlohmann::ordered_json;
+
+// One line of JSON; bytes that are not UTF-8 (a path may hold any) become U+FFFD.
+std::string json_text(const Json &j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+// Seconds to the microsecond, tokens/s to the thousandth, as the text summary prints them.
+double rounded(double v, double per_unit) { return std::round(v * per_unit) / per_unit; }
 
 void print_layout(const wl::Generator &g, bool json)
 {
 	if (json) {
-		std::printf("{\"workload\":\"%s\",\"iterations\":%llu,\"files\":[", g.name().c_str(),
-			    (unsigned long long)g.iterations());
-		const char *sep = "";
+		Json out = {{"workload", g.name()}, {"iterations", g.iterations()}, {"files", Json::array()}};
 		for (const auto &f : g.files()) {
-			std::printf("%s{\"name\":\"%s\",\"role\":\"%s\",\"bytes\":%llu,\"blocks\":%llu", sep,
-				    json_escape(f.name).c_str(), std::string(wl::role_name(f.role)).c_str(),
-				    (unsigned long long)f.size, (unsigned long long)f.blocks());
+			Json file = {{"name", f.name}, {"role", std::string(wl::role_name(f.role))}, {"bytes", f.size}, {"blocks", f.blocks()}};
 			if (f.paper_blocks)
-				std::printf(",\"paper_first_block\":%llu,\"paper_blocks\":%llu",
-					    (unsigned long long)f.paper_block, (unsigned long long)f.paper_blocks);
-			std::printf("}");
-			sep = ",";
+				file.update({{"paper_first_block", f.paper_block}, {"paper_blocks", f.paper_blocks}});
+			out["files"].push_back(file);
 		}
-		std::printf("]}\n");
+		std::printf("%s\n", json_text(out).c_str());
 		return;
 	}
 	std::printf("%s: %llu iterations\n%-38s %-8s %11s %7s  %s\n", g.name().c_str(),
@@ -113,15 +106,29 @@ void print_summary(const wl::Generator &g, const wl::RunStats &s, bool real, boo
 	double tps = s.run_s > 0 ? double(s.iterations) / s.run_s : 0;
 	auto u = [](uint64_t v) { return (unsigned long long)v; };
 	if (json && real)
-		std::fprintf(out,
-			     "{\"workload\":\"%s\",\"mode\":\"real\",\"tokens\":%llu,\"seconds\":%.6f,\"tokens_per_s\":%.3f,"
-			     "\"bytes_read\":%llu,\"bytes_written\":%llu,\"startup_seconds\":%.6f,\"prepare_seconds\":%.6f,"
-			     "\"files_created\":%llu,\"bytes_prepared\":%llu,\"records\":%llu,\"blocks\":%llu}\n",
-			     g.name().c_str(), u(s.iterations), s.run_s, tps, u(s.bytes_read), u(s.bytes_written),
-			     s.startup_s, s.prepare_s, u(s.files_created), u(s.bytes_prepared), u(s.records), u(s.blocks));
+		std::fprintf(out, "%s\n",
+			     json_text({{"workload", g.name()},
+					{"mode", "real"},
+					{"tokens", s.iterations},
+					{"seconds", rounded(s.run_s, 1e6)},
+					{"tokens_per_s", rounded(tps, 1e3)},
+					{"bytes_read", s.bytes_read},
+					{"bytes_written", s.bytes_written},
+					{"startup_seconds", rounded(s.startup_s, 1e6)},
+					{"prepare_seconds", rounded(s.prepare_s, 1e6)},
+					{"files_created", s.files_created},
+					{"bytes_prepared", s.bytes_prepared},
+					{"records", s.records},
+					{"blocks", s.blocks}})
+				     .c_str());
 	else if (json)
-		std::fprintf(out, "{\"workload\":\"%s\",\"mode\":\"trace\",\"tokens\":%llu,\"records\":%llu,\"blocks\":%llu}\n",
-			     g.name().c_str(), u(s.iterations), u(s.records), u(s.blocks));
+		std::fprintf(out, "%s\n",
+			     json_text({{"workload", g.name()},
+					{"mode", "trace"},
+					{"tokens", s.iterations},
+					{"records", s.records},
+					{"blocks", s.blocks}})
+				     .c_str());
 	else if (real)
 		std::fprintf(out,
 			     "workload=%s tokens=%llu seconds=%.6f tokens_per_s=%.3f bytes_read=%llu bytes_written=%llu "
@@ -203,9 +210,16 @@ int run_gguf(const std::vector<std::string> &args)
 	wl::write_gguf(m, path);
 	const unsigned long long bytes = wl::gguf_size(m);
 	if (vm.count("json"))
-		std::printf("{\"path\":\"%s\",\"bytes\":%llu,\"layers\":%u,\"embd\":%u,\"ff\":%u,\"heads\":%u,"
-			    "\"kv_heads\":%u,\"vocab\":%u,\"type\":\"%s\"}\n",
-			    json_escape(path).c_str(), bytes, m.layers, m.embd, m.ff, m.heads, m.kv_heads, m.vocab, type.c_str());
+		std::printf("%s\n", json_text({{"path", path},
+						{"bytes", bytes},
+						{"layers", m.layers},
+						{"embd", m.embd},
+						{"ff", m.ff},
+						{"heads", m.heads},
+						{"kv_heads", m.kv_heads},
+						{"vocab", m.vocab},
+						{"type", type}})
+					     .c_str());
 	else
 		std::printf("path=%s bytes=%llu layers=%u embd=%u ff=%u heads=%u kv_heads=%u vocab=%u type=%s\n", path.c_str(),
 			    bytes, m.layers, m.embd, m.ff, m.heads, m.kv_heads, m.vocab, type.c_str());
