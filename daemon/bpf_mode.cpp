@@ -82,12 +82,14 @@ void check_bpf_mode_options(BpfModeConfig &c)
 		c.pids.push_back(parsed("pid", p, llmtrace::parse_pid));
 }
 
+#ifdef LLMCACHED_WITH_BPF
 static uint64_t now_ns()
 {
 	timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec);
 }
+#endif
 
 struct BpfMode::Impl {
 	std::unique_ptr<pagecache::Manager> mgr;
