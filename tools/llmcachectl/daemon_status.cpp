@@ -3,9 +3,10 @@
  * llmcachectl status / loops in both modes. With llmcache.ko loaded, `status` is the module's
  * (kmod.cpp, /sys/kernel/llmcache). Without it, both ask llmcached --mode=bpf over its socket
  * (PAGECACHE_STATUS) and print the same fields: tunables, statistics, files, plus what only the
- * userspace mode has (the budget after the memory-cgroup cap, VmLck, scans dropped). The daemon's
- * answer is "key value" lines whose first word says what they describe (global, stats, file, loop);
- * a file's path is its last value, with space, newline and % escaped as %20, %0a, %25.
+ * userspace mode has (the budget after the memory-cgroup cap, VmLck, scans dropped); --json in the
+ * module's schema (Documentation/admin-guide.md, "The status schema"). The daemon's answer is
+ * "key value" lines whose first word says what they describe (global, stats, file, loop); a file's
+ * path is its last value, with space, newline and % escaped as %20, %0a, %25.
  */
 #include <sys/socket.h>
 #include <sys/un.h>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // What llmcachectl's kernel-module commands share (kmod.cpp, control.cpp, daemon_status.cpp): sysfs
-// reads, the device, and the errors they report.
+// reads, the device, the errors they report, and the JSON every subcommand's --json prints.
 #pragma once
 
 #include <cstdio>
