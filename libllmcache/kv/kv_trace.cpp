@@ -185,22 +185,23 @@ void KvTraceWriter::select(uint32_t layer, uint32_t budget, uint32_t n, std::vec
 	put(e);
 }
 
-void KvTraceWriter::selected(uint32_t layer, std::span<const uint32_t> positions)
+void KvTraceWriter::put_items(KvTraceEvent::Kind kind, uint32_t layer, std::span<const uint32_t> items)
 {
 	KvTraceEvent e;
-	e.kind = KvTraceEvent::Selected;
+	e.kind = kind;
 	e.layer = layer;
-	e.items.assign(positions.begin(), positions.end());
+	e.items.assign(items.begin(), items.end());
 	put(e);
+}
+
+void KvTraceWriter::selected(uint32_t layer, std::span<const uint32_t> positions)
+{
+	put_items(KvTraceEvent::Selected, layer, positions);
 }
 
 void KvTraceWriter::promoted(uint32_t layer, std::span<const uint32_t> pages)
 {
-	KvTraceEvent e;
-	e.kind = KvTraceEvent::Promoted;
-	e.layer = layer;
-	e.items.assign(pages.begin(), pages.end());
-	put(e);
+	put_items(KvTraceEvent::Promoted, layer, pages);
 }
 
 void KvTraceWriter::spill(std::span<const policy::PageRef> victims, std::span<const policy::PageRef> failed)

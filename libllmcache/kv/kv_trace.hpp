@@ -75,6 +75,7 @@ public:
 private:
 	void flush_appends();
 	void put(const KvTraceEvent &e);
+	void put_items(KvTraceEvent::Kind kind, uint32_t layer, std::span<const uint32_t> items);
 	FILE *f_ = nullptr;
 	std::string path_, err_;
 	uint32_t append_layer_ = 0, append_count_ = 0;
