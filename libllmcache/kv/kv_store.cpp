@@ -61,6 +61,49 @@ int KvStore::check_shape(const KvShape &shape, std::string &err)
 	return 0;
 }
 
+// The AERP options against the shape: the budget holds sink and recent, the session has no device and
+// no trace, and W_K and W_V (both or neither) have layers x d_model x (kv_heads * head_dim) elements.
+static int check_aerp_options(const KvShape &shape, const KvOptions &opt, std::string &err)
+{
+	const KvOptions::Aerp &a = opt.aerp;
+	if (!a.budget) {
+		if (a.d_model || !a.w_k.empty() || !a.w_v.empty()) {
+			err = "invalid AERP options: W_K and W_V (recomputation) need an AERP budget";
+			return -EINVAL;
+		}
+		return 0;
+	}
+	policy::AerpParams prm;
+	prm.budget = a.budget;
+	prm.sink_tokens = opt.sink_tokens;
+	prm.recent_tokens = opt.recent_tokens;
+	prm.q_heads = shape.q_heads;
+	prm.kv_heads = shape.kv_heads;
+	prm.head_dim = shape.head_dim;
+	prm.d_model = a.d_model;
+	if (int r = policy::check_aerp(prm, err))
+		return r;
+	if (!opt.device.empty() || !opt.trace.empty()) {
+		err = "invalid AERP options: an AERP session keeps its KV in memory and is not traced; open it "
+		      "without a KV device and without a trace";
+		return -EINVAL;
+	}
+	if (a.d_model > KvStore::MAX_D_MODEL) {
+		err = "invalid AERP options: d_model " + std::to_string(a.d_model) + ": must be 0-" +
+		      std::to_string(KvStore::MAX_D_MODEL);
+		return -EINVAL;
+	}
+	const uint64_t want = (uint64_t)shape.layers * a.d_model * shape.kv_heads * shape.head_dim;
+	if (a.w_k.size() != want || a.w_v.size() != want) {
+		err = "invalid AERP options: W_K has " + std::to_string(a.w_k.size()) + " and W_V " +
+		      std::to_string(a.w_v.size()) + " elements; with d_model " + std::to_string(a.d_model) +
+		      " each needs layers x d_model x kv_heads x head_dim = " + std::to_string(want) +
+		      (a.d_model ? "" : " (d_model 0: no recomputation, no weights)");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int KvStore::open(const KvShape &shape, const KvOptions &opt, std::unique_ptr<KvStore> &out, std::string &err)
 {
 	if (int r = check_shape(shape, err))
@@ -70,11 +113,15 @@ int KvStore::open(const KvShape &shape, const KvOptions &opt, std::unique_ptr<Kv
 		      std::to_string(CSD_MAX_BLOCK) + ")";
 		return -EINVAL;
 	}
+	if (int r = check_aerp_options(shape, opt, err))
+		return r;
 	std::unique_ptr<KvStore> s(new KvStore());
 	s->shape_ = shape;
 	s->opt_ = opt;
 	s->geo_ = {shape.q_heads, shape.kv_heads, shape.head_dim, shape.dtype, opt.page_tokens};
 	s->pages_.resize(shape.layers);
+	if (opt.aerp.budget)
+		s->aerp_.resize(shape.layers);
 	s->tokens_.assign(shape.layers, 0);
 	const uint64_t payload = std::max(s->geo_.k_payload(opt.page_tokens), opt.page_tokens * s->geo_.row_bytes());
 	s->slab_bytes_ = (sizeof(SlabHeader) + payload + SLAB_ALIGN - 1) / SLAB_ALIGN * SLAB_ALIGN;
@@ -128,7 +175,7 @@ int KvStore::refuse(uint32_t layer, uint32_t pos, const std::string &why)
 					  " was not stored; free the device, raise the budget or close the session");
 }
 
-int KvStore::append(uint32_t layer, const void *k, const void *v)
+int KvStore::append(uint32_t layer, const void *k, const void *v, const void *x)
 {
 	if (pending_.active)
 		return set_error(-EBUSY, "append while a select is pending: call select_end first");
@@ -139,6 +186,8 @@ int KvStore::append(uint32_t layer, const void *k, const void *v)
 	if (pos >= shape_.max_context)
 		return set_error(-ENOSPC, "layer " + std::to_string(layer) + " is at the session's max context of " +
 					     std::to_string(shape_.max_context) + " tokens");
+	if (!aerp_.empty())
+		return aerp_append(layer, k, v, x);
 	const uint32_t P = opt_.page_tokens, dims = geo_.dims(), t = pos % P;
 	const uint64_t row = geo_.row_bytes();
 	auto &pages = pages_[layer];
@@ -292,12 +341,14 @@ int KvStore::spill()
 
 bool KvStore::resident(uint32_t layer, uint32_t pos) const
 {
+	if (!aerp_.empty())
+		return layer < shape_.layers && std::binary_search(aerp_[layer].pos.begin(), aerp_[layer].pos.end(), pos);
 	return layer < shape_.layers && pos < tokens_[layer] && (bool)pages_[layer][pos / opt_.page_tokens].k;
 }
 
 int64_t KvStore::slab_offset(uint32_t layer, uint32_t pos, SlabKind kind) const
 {
-	if (layer >= shape_.layers || pos >= tokens_[layer])
+	if (layer >= shape_.layers || pos >= tokens_[layer] || !aerp_.empty())
 		return -1;
 	const Page &p = pages_[layer][pos / opt_.page_tokens];
 	return p.k ? -1 : kind == SlabKind::K ? p.k_off : p.v_off;
@@ -369,6 +420,15 @@ int KvStore::read(uint32_t layer, uint32_t pos, void *k, void *v)
 {
 	if (layer >= shape_.layers || pos >= tokens_[layer])
 		return set_error(-EINVAL, "no token " + std::to_string(pos) + " in layer " + std::to_string(layer));
+	if (!aerp_.empty()) {
+		const auto &ps = aerp_[layer].pos;
+		const auto it = std::lower_bound(ps.begin(), ps.end(), pos);
+		if (it == ps.end() || *it != pos)
+			return set_error(-ENOENT, "token " + std::to_string(pos) + " of layer " + std::to_string(layer) +
+							  " was evicted by every head (AERP)");
+		aerp_rows(layer, it - ps.begin(), static_cast<uint8_t *>(k), static_cast<uint8_t *>(v));
+		return 0;
+	}
 	const uint32_t pg = pos / opt_.page_tokens, t = pos % opt_.page_tokens;
 	const uint64_t row = geo_.row_bytes(), keys_at = 8ull * geo_.dims();
 	const Page &p = pages_[layer][pg];
@@ -399,7 +459,7 @@ int KvStore::select_begin(uint32_t layer, const float *q, uint32_t budget)
 	pd.budget = budget;
 	pd.plan = policy::plan_select(tokens_[layer], opt_.sink_tokens, opt_.recent_tokens, budget);
 	pd.q.assign(q, q + (size_t)shape_.q_heads * shape_.head_dim);
-	if (pd.plan.k > 0) {
+	if (pd.plan.k > 0 && aerp_.empty()) {
 		csd::ScoreJob job;
 		job.q = pd.q.data();
 		job.layer = layer;
@@ -429,6 +489,8 @@ int KvStore::select_end(KvSelection &out)
 		return set_error(-EINVAL, "no select pending: call select_begin first");
 	Pending &pd = pending_;
 	pd.active = false;
+	if (!aerp_.empty())
+		return aerp_select(out);
 	const uint32_t layer = pd.layer, P = opt_.page_tokens;
 	const policy::SelectPlan &plan = pd.plan;
 	// policy::select_tokens() as the Score Blocks arrive: the same ScoreMerge, fed incrementally.
@@ -526,6 +588,14 @@ KvStats KvStore::stats() const
 		for (const Page &p : layer)
 			(p.k ? s.cpu_tokens : s.storage_tokens) += p.n_tokens;
 	s.storage_bytes = s.spilled_pages * 2 * slab_bytes_;
+	for (const AerpLayer &l : aerp_) {
+		s.aerp_tokens += l.tok.size();
+		for (const AerpToken &t : l.tok) {
+			s.aerp_x_tokens += t.form == Form::X;
+			s.aerp_bytes += t.bytes();
+		}
+	}
+	s.cpu_tokens += s.aerp_tokens;
 	return s;
 }
 

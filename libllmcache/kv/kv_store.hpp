@@ -15,11 +15,16 @@
  *    for none) while this thread scores the resident ones with the same kernel; Score Blocks from
  *    both are merged incrementally (score_merge.hpp); the result is sink + recent + the top-k of the
  *    rest within the token budget, and only the spilled pages holding selected tokens are fetched.
+ * With KvOptions::aerp (Kelle's AERP, policy_aerp.hpp) a session is different: it stays in memory,
+ * every KV head of a layer keeps at most aerp.budget tokens chosen by accumulated attention, evicted
+ * rows are freed, popular tokens keep their input vector x instead of K and V when that is smaller, and
+ * select recomputes their K and V (x.W_K, x.W_V) and returns them as if they were stored.
  * One KvStore serves one session from one thread.
  */
 #pragma once
 #include "csd/backend.hpp"
 #include "kv/policy.hpp"
+#include "kv/policy_aerp.hpp"
 #include "kv/policy_select.hpp"
 #include "kvio/storage_pool.hpp"
 
@@ -57,11 +62,23 @@ struct KvOptions {
 	csd::EmulatedConfig emulated;
 	std::string xclbin;
 	std::string trace; // a file to write the session's KV trace to (kv_trace.hpp); empty = none
+	// Kelle's AERP (policy_aerp.hpp; Documentation/kv.md): budget 0 = off. On, the session has no
+	// device and no trace; sink_tokens and recent_tokens are the always-kept ones.
+	struct Aerp {
+		uint32_t budget = 0;  // tokens each KV head of a layer keeps
+		uint32_t d_model = 0; // elements of a token's input vector x; 0 = no recomputation
+		// layers x d_model x (kv_heads * head_dim) fp32, row-major per layer (K = x . W_K); both empty
+		// when d_model is 0
+		std::vector<float> w_k, w_v;
+	} aerp;
 };
 
 struct KvSelection {
 	std::vector<uint32_t> positions; // ascending
 	std::vector<uint8_t> k, v;	 // the selected rows, in positions order
+	// AERP sessions: positions.size() x kv_heads, 1 where that KV head keeps the token (its rows are
+	// zero where it does not, except for recomputed tokens, whose rows are whole); empty otherwise.
+	std::vector<uint8_t> heads;
 };
 
 struct KvStats {
@@ -80,6 +97,11 @@ struct KvStats {
 			       : 0.0;
 	}
 	StorageStats storage;
+	// AERP: tokens and bytes held now (K, V rows and x vectors; stats() counts them), of which tokens
+	// stored as x; (token, head) pairs and whole tokens evicted; tokens recomputed by selects and the
+	// time that took.
+	uint64_t aerp_tokens = 0, aerp_x_tokens = 0, aerp_bytes = 0;
+	uint64_t aerp_evicted_heads = 0, aerp_evicted_tokens = 0, aerp_recomputed = 0, aerp_recompute_ns = 0;
 };
 
 class KvStore {
@@ -89,13 +111,16 @@ public:
 	// and its range. The daemon calls it on OPEN before anything is sized from the shape.
 	static int check_shape(const KvShape &shape, std::string &err);
 	static constexpr uint32_t MAX_LAYERS = 4096; // each layer costs a page table, whatever its use
+	static constexpr uint32_t MAX_D_MODEL = 1u << 16; // AERP's input vectors
 	~KvStore();
 
 	// Appends the next token's K and V (kv_heads * head_dim elements of the dtype each) to a layer.
 	// The token is stored even when spilling fails; the return value then says why (-ENOSPC, -EIO).
 	// After a failed spill, spilling is tried again when a page fills, not at every token: until then
 	// each append over the budget returns that failure again.
-	int append(uint32_t layer, const void *k, const void *v);
+	// AERP sessions with recomputation also take the token's input vector x (d_model elements of the
+	// dtype; nullptr: the token keeps K and V); other sessions ignore x.
+	int append(uint32_t layer, const void *k, const void *v, const void *x = nullptr);
 	// Selects at most max(budget, sink + recent) tokens of a layer for query q (q_heads * head_dim
 	// floats) and gathers their K and V. Often-selected spilled pages come back to memory, and the
 	// least selected are spilled if the budget requires it.
@@ -105,7 +130,8 @@ public:
 	// merges, fetches. One select may be pending; appends wait until it ends (-EBUSY).
 	int select_begin(uint32_t layer, const float *q, uint32_t budget);
 	int select_end(KvSelection &out);
-	// Copies one token's K and V out, from memory or from the storage pool.
+	// Copies one token's K and V out, from memory or from the storage pool (AERP: recomputed from x
+	// where stored so, zero for heads that evicted it; -ENOENT when every head evicted it).
 	int read(uint32_t layer, uint32_t pos, void *k, void *v);
 
 	uint32_t tokens(uint32_t layer) const { return layer < tokens_.size() ? tokens_[layer] : 0; }
@@ -134,6 +160,20 @@ private:
 		BlockCrcs kb, vb;
 		int64_t k_off = -1, v_off = -1;
 	};
+	// AERP: one retained token, its storage in one of three forms.
+	enum class Form : uint8_t { Recent, Kv, X };
+	struct AerpToken {
+		Form form = Form::Recent; // Recent: every head's K and V, and x if given (undecided)
+		std::vector<uint8_t> k, v; // Kv: the rows of the heads that keep it, in head order
+		std::vector<uint8_t> x;	   // X: the input vector
+		uint64_t bytes() const { return k.size() + v.size() + x.size(); }
+	};
+	struct AerpLayer {
+		std::vector<uint32_t> pos;  // ascending
+		std::vector<float> score;   // pos.size() x kv_heads: accumulated importance (Kelle Eq. 3)
+		std::vector<uint8_t> kept;  // pos.size() x kv_heads
+		std::vector<AerpToken> tok;
+	};
 	struct Pending {
 		bool active = false;
 		uint32_t layer = 0, budget = 0;
@@ -143,6 +183,13 @@ private:
 		std::chrono::steady_clock::time_point submitted;
 	};
 	KvStore() = default;
+	policy::AerpParams aerp_params() const;
+	bool aerp_recompute() const { return !opt_.aerp.w_k.empty(); }
+	int aerp_append(uint32_t layer, const void *k, const void *v, const void *x);
+	int aerp_select(KvSelection &out);
+	// Token i's whole K and V rows: stored, zero for heads that dropped it, or recomputed from x.
+	void aerp_rows(uint32_t layer, size_t i, uint8_t *k, uint8_t *v);
+	std::vector<AerpLayer> aerp_;
 	// What the policy functions decide from: the parameters, and the pages' states.
 	policy::Params params() const;
 	policy::PageInfo page_info(const Page &p) const { return {p.n_tokens, p.hits, (bool)p.k}; }

@@ -21,14 +21,19 @@
 // scoring rate measured in it, and the engine's compute per layer measured here beforehand (one
 // LLaMA-2-7B layer's matrix-vector products over fp16 weights and the attention over the selected KV,
 // with the scoring kernel's dot product). Those are PREDICTIONS: no SmartSSD was run.
+// Last, Kelle's AERP (kv/policy_aerp.hpp) on one such layer in memory (`bench_kv_decode --aerp` runs that
+// section alone): bytes stored per token with eviction and recomputation, and what recomputing K and V
+// from x costs on this host against the read of the bytes it saves.
 #include "csd/timing_model.hpp"
 #include "kv/kv_store.hpp"
+#include "kv/policy_aerp.hpp"
 
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -304,13 +309,119 @@ void print_model(const std::vector<Modelled> &runs)
 	std::fflush(stdout);
 }
 
+// Kelle's AERP on one LLaMA-2-7B-shaped layer (d_model 4096 = 32 heads x 128, fp16, MHA), in memory.
+// The client computes each token's K and V as x.W_K, x.W_V with random fp32 weights; x is random, and
+// one token in 8 is a heavy hitter: its x leans along a direction u, and every head's query is u.W_K
+// for that head, so the same tokens matter in most heads (as H2O's heavy hitters do). A select every
+// 64 tokens accumulates importance while the context is appended, then three decode steps (append and
+// select) are timed.
+void run_aerp(uint32_t context, uint32_t budget)
+{
+	constexpr uint32_t DM = HEADS * HEAD_DIM, DIMS = HEADS * HEAD_DIM;
+	const uint32_t recent = std::min(64u, budget / 4), sink = 4;
+	kv::KvShape shape{1, HEADS, HEADS, HEAD_DIM, CSD_FP16, context + 8};
+	kv::KvOptions opt;
+	opt.sink_tokens = sink;
+	opt.recent_tokens = recent;
+	opt.aerp.budget = budget;
+	opt.aerp.d_model = DM;
+	uint64_t st = 0x9e3779b97f4a7c15ull;
+	auto uni = [&] { // uniform in (-1, 1)
+		st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+		return (float)((double)(st >> 11) / (double)(1ull << 53) * 2 - 1);
+	};
+	opt.aerp.w_k.resize((size_t)DM * DIMS);
+	opt.aerp.w_v.resize((size_t)DM * DIMS);
+	const float ws = 1.0f / std::sqrt((float)DM);
+	for (float &w : opt.aerp.w_k)
+		w = uni() * ws;
+	for (float &w : opt.aerp.w_v)
+		w = uni() * ws;
+	std::vector<float> u(DM), q(DIMS, 0.0f);
+	for (float &f : u)
+		f = uni();
+	for (uint32_t i = 0; i < DM; i++)
+		for (uint32_t j = 0; j < DIMS; j++)
+			q[j] += u[i] * opt.aerp.w_k[(size_t)i * DIMS + j];
+	const std::vector<float> w_k = opt.aerp.w_k, w_v = opt.aerp.w_v;
+	std::unique_ptr<kv::KvStore> s;
+	std::string err;
+	if (kv::KvStore::open(shape, opt, s, err))
+		die("AERP session: " + err);
+	std::vector<uint16_t> x(DM), k(DIMS), v(DIMS);
+	double client_s = 0, select_s = 0;
+	uint32_t selects = 0;
+	kv::KvSelection sel;
+	auto append = [&](uint32_t t) {
+		const bool heavy = t % 8 == 5;
+		for (uint32_t i = 0; i < DM; i++)
+			x[i] = kv::policy::float_to_half(heavy ? 0.5f * u[i] + 0.5f * uni() : uni());
+		const auto t0 = Clock::now();
+		kv::policy::recompute(x.data(), CSD_FP16, w_k.data(), DM, DIMS, k.data());
+		kv::policy::recompute(x.data(), CSD_FP16, w_v.data(), DM, DIMS, v.data());
+		client_s += std::chrono::duration<double>(Clock::now() - t0).count();
+		if (s->append(0, k.data(), v.data(), x.data()))
+			die("AERP append: " + s->error());
+	};
+	auto select = [&] {
+		const auto t0 = Clock::now();
+		if (s->select(0, q.data(), context, sel))
+			die("AERP select: " + s->error());
+		selects++;
+		return std::chrono::duration<double>(Clock::now() - t0).count();
+	};
+	for (uint32_t t = 0; t < context; t++) {
+		append(t);
+		if (t % 64 == 63)
+			select();
+	}
+	const kv::KvStats before = s->stats();
+	for (uint32_t step = 0; step < 3; step++) {
+		append(context + step);
+		select_s += select();
+	}
+	const kv::KvStats a = s->stats();
+	const double kv_row = 2.0 * DIMS * 2, x_row = DM * 2.0, mac = 2.0 * DM * DIMS;
+	const double rec_s = a.aerp_recomputed ? a.aerp_recompute_ns * 1e-9 / a.aerp_recomputed : 0;
+	const double client_per = client_s / (context + 3);
+	const csd::SmartSsdTiming card;
+	std::printf("\nKelle's AERP (kv/policy_aerp.hpp), MEASURED on this host: one LLaMA-2-7B-shaped layer (d_model %u, %u "
+		    "heads x %u, fp16), in memory; budget %u tokens per head (sink %u, recent %u), %u tokens appended with a "
+		    "select every 64, then 3 decode steps; 1 token in 8 a heavy hitter in most heads.\n",
+		    DM, HEADS, HEAD_DIM, budget, sink, recent, context);
+	std::printf("%-44s %12u\n", "tokens appended", context + 3);
+	std::printf("%-44s %12lu (%.0f%% of the context)\n", "tokens retained by some head", (unsigned long)a.aerp_tokens,
+		    100.0 * a.aerp_tokens / (context + 3));
+	std::printf("%-44s %12lu\n", "  of which stored as x (recomputed)", (unsigned long)a.aerp_x_tokens);
+	std::printf("%-44s %12lu\n", "(token, head) pairs evicted", (unsigned long)a.aerp_evicted_heads);
+	std::printf("%-44s %12.0f (K and V: %.0f, x: %.0f)\n", "bytes stored per retained token",
+		    a.aerp_tokens ? (double)a.aerp_bytes / a.aerp_tokens : 0.0, kv_row, x_row);
+	std::printf("%-44s %12.0f (full cache: %.0f)\n", "bytes stored per appended token", (double)a.aerp_bytes / (context + 3),
+		    kv_row);
+	std::printf("%-44s %12.1f\n", "select ms per decode step (mean of 3)", 1e3 * select_s / 3);
+	std::printf("%-44s %12lu\n", "tokens recomputed by the 3 decode selects", (unsigned long)(a.aerp_recomputed - before.aerp_recomputed));
+	std::printf("%-44s %12.0f (%.2f G MAC/s; the client's own x.W: %.0f us)\n", "recompute us per token (K and V)",
+		    1e6 * rec_s, rec_s > 0 ? mac / rec_s / 1e9 : 0.0, 1e6 * client_per);
+	const double saved = kv_row - x_row; // bytes a token stored as x does not hold, nor read back
+	std::printf("%-44s %12.0f bytes: %.2f us at flash %.1f GB/s, %.2f us over PCIe %.1f GB/s\n", "the read it saves per token",
+		    saved, 1e6 * saved / card.flash_read_bw, card.flash_read_bw / 1e9, 1e6 * saved / card.pcie_bw, card.pcie_bw / 1e9);
+	std::printf("%-44s %12.0fx (break-even at %.0f G MAC/s: the recomputation pays where the MACs are that cheap, as "
+		    "on Kelle's systolic array, not on this host's cores)\n", "recompute time / that read at flash rate",
+		    rec_s > 0 ? rec_s / (saved / card.flash_read_bw) : 0.0, mac / (saved / card.flash_read_bw) / 1e9);
+	std::fflush(stdout);
+}
+
 } // namespace
 
 int main(int argc, char **argv)
 {
+	if (argc >= 2 && std::strcmp(argv[1], "--aerp") == 0) {
+		run_aerp(argc > 2 ? (uint32_t)std::atoi(argv[2]) : 512, argc > 3 ? (uint32_t)std::atoi(argv[3]) : 128);
+		return 0;
+	}
 	if (argc < 2) {
 		std::fprintf(stderr, "usage: bench_kv_decode DEVICE [contexts (4096,8192,16384,32768)] [batches (1,8)] "
-				     "[measured layers (1)] [steps (3)] [heavy page period (16; 0 = uniform keys)]\nDEVICE: a block device or file, overwritten; it needs "
+				     "[measured layers (1)] [steps (3)] [heavy page period (16; 0 = uniform keys)]\n       bench_kv_decode --aerp [context (512)] [budget (128)]\nDEVICE: a block device or file, overwritten; it needs "
 				     "about 1.4 x 16 KiB x context x batch x layers bytes\nEach context and batch runs `ideal` (all KV in "
 				     "memory), `none` and `emulated`, then the SmartSSD timing model predicts each run on a card.\n");
 		return 2;
@@ -376,5 +487,6 @@ int main(int argc, char **argv)
 		    "bytes read to fetch the selected KV (only the 4 KiB blocks holding selected rows, whole slabs for pages "
 		    "coming back to memory); if pages: what reading those pages' K and V slabs whole would have read.\n");
 	print_model(modelled);
+	run_aerp(512, 128);
 	return 0;
 }

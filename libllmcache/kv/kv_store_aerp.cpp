@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: MIT
+/*
+ * KvStore's AERP sessions (KvOptions::aerp): executes Kelle's attention-based eviction and
+ * recomputation (policy_aerp.hpp) with real rows, in memory.
+ *  - append: the token arrives with every head's K and V (and x when the session recomputes); when a
+ *    token leaves the recent window its form is decided once (x, or the K and V rows of the heads
+ *    that keep it); then every head over the budget drops its lowest-ranked tokens, and the dropped
+ *    rows, or whole tokens no head keeps, are freed.
+ *  - select: K and V of every retained token (recomputed from x where stored so), the attention of the
+ *    query per head over the tokens the head keeps, added to their importance (Kelle Eq. 3); returned
+ *    are the retained tokens, all of them when they fit the select's budget, else sink, recent and the
+ *    highest importance summed over the heads, with the per-head keep mask.
+ */
+#include "kv/kv_store.hpp"
+
+#include "kv/policy_select.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+namespace llmcache::kv {
+
+policy::AerpParams KvStore::aerp_params() const
+{
+	policy::AerpParams p;
+	p.budget = opt_.aerp.budget;
+	p.sink_tokens = opt_.sink_tokens;
+	p.recent_tokens = opt_.recent_tokens;
+	p.q_heads = shape_.q_heads;
+	p.kv_heads = shape_.kv_heads;
+	p.head_dim = shape_.head_dim;
+	p.d_model = opt_.aerp.d_model;
+	return p;
+}
+
+namespace {
+
+void release(std::vector<uint8_t> &b) { std::vector<uint8_t>().swap(b); }
+
+// Keeps the rows of the heads set in `after` out of a buffer holding those set in `before`.
+void repack(std::vector<uint8_t> &rows, const uint8_t *before, const uint8_t *after, uint32_t heads, uint64_t head_bytes)
+{
+	std::vector<uint8_t> out;
+	uint32_t from = 0;
+	for (uint32_t h = 0; h < heads; h++) {
+		if (before[h] && after[h])
+			out.insert(out.end(), rows.begin() + from * head_bytes, rows.begin() + (from + 1) * head_bytes);
+		from += before[h];
+	}
+	rows.swap(out);
+}
+
+} // namespace
+
+int KvStore::aerp_append(uint32_t layer, const void *k, const void *v, const void *x)
+{
+	const policy::AerpParams prm = aerp_params();
+	const uint32_t H = shape_.kv_heads;
+	const uint64_t row = geo_.row_bytes(), head_bytes = row / H;
+	AerpLayer &L = aerp_[layer];
+	AerpToken t;
+	t.k.assign(static_cast<const uint8_t *>(k), static_cast<const uint8_t *>(k) + row);
+	t.v.assign(static_cast<const uint8_t *>(v), static_cast<const uint8_t *>(v) + row);
+	if (x && aerp_recompute()) {
+		const uint64_t xb = (uint64_t)prm.d_model * csd_dtype_bytes(shape_.dtype);
+		t.x.assign(static_cast<const uint8_t *>(x), static_cast<const uint8_t *>(x) + xb);
+	}
+	L.pos.push_back(tokens_[layer]);
+	L.score.insert(L.score.end(), H, 0.0f);
+	L.kept.insert(L.kept.end(), H, 1);
+	L.tok.push_back(std::move(t));
+	const uint32_t n_total = ++tokens_[layer];
+	// The form of a token is decided once, when it leaves the recent window; tokens are decided in
+	// position order, so the walk back stops at the first decided one.
+	for (size_t i = L.tok.size(); i-- > 0;) {
+		if (L.pos[i] + prm.recent_tokens >= n_total)
+			continue;
+		AerpToken &tk = L.tok[i];
+		if (tk.form != Form::Recent)
+			break;
+		const uint32_t kept = policy::popularity(prm, L.pos, n_total, i, L.kept, L.score);
+		if (!tk.x.empty() && policy::aerp_store_input(prm, kept)) {
+			tk.form = Form::X;
+			release(tk.k);
+			release(tk.v);
+		} else {
+			tk.form = Form::Kv; // every head keeps a token that was recent: its rows are all there
+			release(tk.x);
+		}
+	}
+	if (L.pos.size() <= prm.budget)
+		return 0;
+	const std::vector<uint8_t> before = L.kept;
+	const std::vector<policy::Eviction> ev = policy::evict(prm, L.pos, n_total, L.kept, L.score);
+	stats_.aerp_evicted_heads += ev.size();
+	std::vector<uint32_t> touched;
+	for (const policy::Eviction &e : ev)
+		touched.push_back(e.token);
+	std::sort(touched.begin(), touched.end());
+	touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+	for (uint32_t i : touched) {
+		AerpToken &tk = L.tok[i];
+		if (tk.form == Form::Kv) {
+			repack(tk.k, &before[(size_t)i * H], &L.kept[(size_t)i * H], H, head_bytes);
+			repack(tk.v, &before[(size_t)i * H], &L.kept[(size_t)i * H], H, head_bytes);
+		}
+	}
+	// Tokens that no head keeps are gone.
+	size_t w = 0;
+	for (size_t i = 0; i < L.pos.size(); i++) {
+		const uint8_t *kb = &L.kept[i * H];
+		if (std::none_of(kb, kb + H, [](uint8_t b) { return b != 0; })) {
+			stats_.aerp_evicted_tokens++;
+			continue;
+		}
+		if (w != i) {
+			L.pos[w] = L.pos[i];
+			std::copy(kb, kb + H, &L.kept[w * H]);
+			std::copy(&L.score[i * H], &L.score[i * H] + H, &L.score[w * H]);
+			L.tok[w] = std::move(L.tok[i]);
+		}
+		w++;
+	}
+	L.pos.resize(w);
+	L.kept.resize(w * H);
+	L.score.resize(w * H);
+	L.tok.resize(w);
+	return 0;
+}
+
+void KvStore::aerp_rows(uint32_t layer, size_t i, uint8_t *k, uint8_t *v)
+{
+	const AerpLayer &L = aerp_[layer];
+	const AerpToken &tk = L.tok[i];
+	const uint32_t H = shape_.kv_heads;
+	const uint64_t row = geo_.row_bytes(), head_bytes = row / H;
+	if (tk.form == Form::Recent) {
+		std::memcpy(k, tk.k.data(), row);
+		std::memcpy(v, tk.v.data(), row);
+		return;
+	}
+	if (tk.form == Form::X) {
+		const auto t0 = std::chrono::steady_clock::now();
+		const uint32_t dims = geo_.dims(), d = opt_.aerp.d_model;
+		const size_t w_at = (size_t)layer * d * dims;
+		policy::recompute(tk.x.data(), shape_.dtype, opt_.aerp.w_k.data() + w_at, d, dims, k);
+		policy::recompute(tk.x.data(), shape_.dtype, opt_.aerp.w_v.data() + w_at, d, dims, v);
+		stats_.aerp_recomputed++;
+		stats_.aerp_recompute_ns += (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
+						    std::chrono::steady_clock::now() - t0)
+						    .count();
+		return;
+	}
+	std::memset(k, 0, row);
+	std::memset(v, 0, row);
+	uint32_t from = 0;
+	for (uint32_t h = 0; h < H; h++)
+		if (L.kept[i * H + h]) {
+			std::memcpy(k + h * head_bytes, tk.k.data() + from * head_bytes, head_bytes);
+			std::memcpy(v + h * head_bytes, tk.v.data() + from * head_bytes, head_bytes);
+			from++;
+		}
+}
+
+int KvStore::aerp_select(KvSelection &out)
+{
+	const Pending &pd = pending_;
+	const uint32_t layer = pd.layer, H = shape_.kv_heads, QH = shape_.q_heads, D = shape_.head_dim;
+	const uint32_t group = QH / H, n_total = tokens_[layer];
+	const policy::AerpParams prm = aerp_params();
+	AerpLayer &L = aerp_[layer];
+	const size_t n = L.pos.size();
+	const uint64_t row = geo_.row_bytes();
+	std::vector<uint8_t> K(n * row), V(n * row);
+	for (size_t i = 0; i < n; i++)
+		aerp_rows(layer, i, &K[i * row], &V[i * row]);
+	// Eq. 1's logits, q.k / sqrt(head_dim), for the heads that keep each token.
+	std::vector<float> logits(n * QH, 0.0f), kf(D);
+	const float scale = 1.0f / std::sqrt((float)D);
+	for (size_t i = 0; i < n; i++)
+		for (uint32_t h = 0; h < H; h++) {
+			if (!L.kept[i * H + h])
+				continue;
+			for (uint32_t d = 0; d < D; d++)
+				kf[d] = policy::element(&K[i * row], shape_.dtype, (uint64_t)h * D + d);
+			for (uint32_t qh = h * group; qh < (h + 1) * group; qh++) {
+				const float *q = pd.q.data() + (size_t)qh * D;
+				float dot = 0;
+				for (uint32_t d = 0; d < D; d++)
+					dot += q[d] * kf[d];
+				logits[i * QH + qh] = dot * scale;
+			}
+		}
+	policy::accumulate_importance(prm, (uint32_t)n, logits, L.kept, L.score);
+	std::vector<uint32_t> idx;
+	if (n <= pd.budget) {
+		idx.resize(n);
+		for (size_t i = 0; i < n; i++)
+			idx[i] = (uint32_t)i;
+	} else { // the select's own budget is smaller than what AERP keeps: the best of it, by summed importance
+		uint32_t sink = 0, recent = 0;
+		for (uint32_t p : L.pos) {
+			sink += p < prm.sink_tokens;
+			recent += p >= prm.sink_tokens && policy::aerp_always_kept(prm, p, n_total);
+		}
+		const policy::SelectPlan plan = policy::plan_select((uint32_t)n, sink, recent, pd.budget);
+		std::vector<csd_score> sc;
+		for (uint32_t i = plan.sink; i < plan.recent_from; i++) {
+			float s = 0;
+			for (uint32_t h = 0; h < H; h++)
+				s += L.score[(size_t)i * H + h];
+			sc.push_back({i, s});
+		}
+		idx = policy::select_tokens(plan, sc);
+	}
+	out.positions.resize(idx.size());
+	out.k.resize(idx.size() * row);
+	out.v.resize(idx.size() * row);
+	out.heads.resize(idx.size() * H);
+	for (size_t j = 0; j < idx.size(); j++) {
+		const uint32_t i = idx[j];
+		out.positions[j] = L.pos[i];
+		std::memcpy(&out.k[j * row], &K[i * row], row);
+		std::memcpy(&out.v[j * row], &V[i * row], row);
+		std::memcpy(&out.heads[j * H], &L.kept[(size_t)i * H], H);
+	}
+	return 0;
+}
+
+} // namespace llmcache::kv
