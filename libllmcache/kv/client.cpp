@@ -26,7 +26,8 @@ struct llmcache_kv {
 	uint8_t *shm = nullptr;
 	proto::ShmLayout layout{};
 	llmcache_kv_shape shape{};
-	uint64_t session = 0, row = 0;
+	uint64_t session = 0, row = 0, x_row = 0;
+	bool aerp = false;
 	uint32_t seq = 0, appended = 0;
 	uint32_t timeout_ms = LLMCACHE_KV_TIMEOUT_MS;
 	std::string error;
@@ -121,20 +122,28 @@ int connect_to(llmcache_kv *kv, const char *socket_path)
 	return 0;
 }
 
-} // namespace
-
-extern "C" {
-
-int llmcache_kv_open(const char *socket_path, const llmcache_kv_shape *shape, llmcache_kv **out)
+// OPEN, or OPEN_AERP when aerp is given: its W_K and W_V are copied into the shared memory first.
+int open_session(const char *socket_path, const llmcache_kv_shape *shape, const llmcache_kv_aerp *aerp, llmcache_kv **out)
 {
 	auto *kv = new (std::nothrow) llmcache_kv();
 	*out = kv;
 	if (!kv)
 		return -ENOMEM;
 	kv->shape = *shape;
-	const proto::Open o{shape->layers,     shape->q_heads,	 shape->kv_heads,   shape->head_dim,
-			    shape->dtype,      shape->max_context, shape->max_budget, shape->append_batch};
-	if (!proto::ShmLayout::of(o, kv->layout))
+	proto::OpenAerp a{{shape->layers, shape->q_heads, shape->kv_heads, shape->head_dim, shape->dtype,
+			   shape->max_context, shape->max_budget, shape->append_batch},
+			  0, 0};
+	const proto::Open &o = a.open;
+	if (aerp) {
+		if (aerp->d_model && (!aerp->w_k || !aerp->w_v))
+			return fail(kv, -EINVAL, "AERP with d_model " + std::to_string(aerp->d_model) +
+							 " needs W_K and W_V (layers x d_model x kv_heads x head_dim floats each)");
+		a.budget = aerp->budget;
+		a.d_model = aerp->d_model;
+		kv->aerp = true;
+		kv->x_row = (uint64_t)aerp->d_model * (shape->dtype == LLMCACHE_KV_FP32 ? 4 : 2);
+	}
+	if (!(aerp ? proto::ShmLayout::of(a, kv->layout) : proto::ShmLayout::of(o, kv->layout)))
 		return fail(kv, -EINVAL, "session shape too large for shared memory");
 	kv->row = (uint64_t)shape->kv_heads * shape->head_dim * (shape->dtype == LLMCACHE_KV_FP32 ? 4 : 2);
 	if (int e = connect_to(kv, socket_path))
@@ -147,25 +156,70 @@ int llmcache_kv_open(const char *socket_path, const llmcache_kv_shape *shape, ll
 	if (m == MAP_FAILED)
 		return fail(kv, -errno, std::string("cannot map the session's shared memory: ") + std::strerror(errno));
 	kv->shm = static_cast<uint8_t *>(m);
+	if (aerp && aerp->d_model) {
+		const size_t w = (size_t)shape->layers * aerp->d_model * shape->kv_heads * shape->head_dim * sizeof(float);
+		std::memcpy(kv->shm + kv->layout.w_k, aerp->w_k, w);
+		std::memcpy(kv->shm + kv->layout.w_v, aerp->w_v, w);
+	}
 	proto::Reply r;
-	const int e = call(kv, proto::OPEN, &o, sizeof(o), kv->memfd, r);
+	const int e = aerp ? call(kv, proto::OPEN_AERP, &a, sizeof(a), kv->memfd, r)
+			   : call(kv, proto::OPEN, &o, sizeof(o), kv->memfd, r);
 	if (e == 0)
 		kv->session = r.session;
 	return e;
 }
 
-int llmcache_kv_append(llmcache_kv *kv, uint32_t layer, const void *k, const void *v, uint32_t n)
+int append(llmcache_kv *kv, uint32_t layer, const void *k, const void *v, const void *x, uint32_t n)
 {
 	if (n > kv->shape.append_batch)
 		return fail(kv, -EINVAL, "append of more tokens than the session's append batch");
+	if (x && !kv->x_row)
+		return fail(kv, -EINVAL, "append with input vectors to a session that does not recompute: open it with "
+					 "llmcache_kv_open_aerp and d_model > 0");
 	std::memcpy(kv->shm + kv->layout.in_k, k, n * kv->row);
 	std::memcpy(kv->shm + kv->layout.in_v, v, n * kv->row);
+	if (x)
+		std::memcpy(kv->shm + kv->layout.in_x, x, n * kv->x_row);
 	const proto::Append a{kv->session, layer, n};
 	proto::Reply r{};
 	kv->appended = 0;
-	const int e = call(kv, proto::APPEND, &a, sizeof(a), -1, r);
+	const int e = call(kv, x ? proto::APPEND_X : proto::APPEND, &a, sizeof(a), -1, r);
 	kv->appended = e == 0 ? n : std::min(r.count, n);
 	return e;
+}
+
+} // namespace
+
+extern "C" {
+
+int llmcache_kv_open(const char *socket_path, const llmcache_kv_shape *shape, llmcache_kv **out)
+{
+	return open_session(socket_path, shape, nullptr, out);
+}
+
+int llmcache_kv_open_aerp(const char *socket_path, const llmcache_kv_shape *shape, const llmcache_kv_aerp *aerp,
+			  llmcache_kv **out)
+{
+	if (!aerp) {
+		*out = nullptr;
+		return -EINVAL;
+	}
+	return open_session(socket_path, shape, aerp, out);
+}
+
+int llmcache_kv_append(llmcache_kv *kv, uint32_t layer, const void *k, const void *v, uint32_t n)
+{
+	return append(kv, layer, k, v, nullptr, n);
+}
+
+int llmcache_kv_append_x(llmcache_kv *kv, uint32_t layer, const void *k, const void *v, const void *x, uint32_t n)
+{
+	return append(kv, layer, k, v, x, n);
+}
+
+const uint8_t *llmcache_kv_selection_heads(const llmcache_kv *kv)
+{
+	return kv->aerp ? kv->shm + kv->layout.heads : nullptr;
 }
 
 uint32_t llmcache_kv_appended(const llmcache_kv *kv) { return kv->appended; }

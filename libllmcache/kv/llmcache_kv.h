@@ -34,6 +34,18 @@ struct llmcache_kv_selection {
 
 typedef struct llmcache_kv llmcache_kv;
 
+/* Kelle's attention-based eviction and recomputation (AERP; Documentation/kv.md, "Kelle's eviction and
+ * recomputation"). The session stays in the daemon's memory; each KV head of a layer keeps at most
+ * budget tokens (the daemon's sink and recent tokens among them) by the attention its selects gave
+ * them; tokens popular in more than half of the heads keep their input vector x instead of K and V when
+ * x is smaller, and K = x.W_K, V = x.W_V are recomputed for select. */
+struct llmcache_kv_aerp {
+	uint32_t budget;  /* tokens each KV head of a layer keeps (>= the daemon's sink + recent) */
+	uint32_t d_model; /* elements of a token's input vector x; 0 = no recomputation */
+	/* layers x d_model x (kv_heads * head_dim) floats each, row-major per layer; NULL when d_model is 0 */
+	const float *w_k, *w_v;
+};
+
 /* No call waits for ever: a session's calls fail with -ETIMEDOUT when llmcached does not answer
  * within this many ms (the connection is then closed), a status query within its own timeout. */
 #define LLMCACHE_KV_TIMEOUT_MS 60000
@@ -42,8 +54,15 @@ typedef struct llmcache_kv llmcache_kv;
 /* Connects to llmcached at socket_path (NULL: /run/llmcached/llmcached.sock) and opens a session.
  * On failure *out is still set when memory allows, so llmcache_kv_error() can say why; close it. */
 int llmcache_kv_open(const char *socket_path, const struct llmcache_kv_shape *shape, llmcache_kv **out);
+/* Opens an AERP session (see struct llmcache_kv_aerp); the other calls work as for llmcache_kv_open,
+ * and a select returns the retained tokens with their keep mask (llmcache_kv_selection_heads). */
+int llmcache_kv_open_aerp(const char *socket_path, const struct llmcache_kv_shape *shape,
+			  const struct llmcache_kv_aerp *aerp, llmcache_kv **out);
 /* Appends n tokens (n <= append_batch) to a layer: k and v hold n rows each. */
 int llmcache_kv_append(llmcache_kv *kv, uint32_t layer, const void *k, const void *v, uint32_t n);
+/* The same with each token's input vector x (n rows of d_model elements of the dtype), for AERP sessions
+ * with recomputation; -EINVAL for other sessions. */
+int llmcache_kv_append_x(llmcache_kv *kv, uint32_t layer, const void *k, const void *v, const void *x, uint32_t n);
 /* The tokens the last append stored: all n when it returned 0. When it failed, a token whose spill
  * failed is still stored; one past the session's memory limit is not, nor any after it in that append. */
 uint32_t llmcache_kv_appended(const llmcache_kv *kv);
@@ -56,6 +75,10 @@ int llmcache_kv_select(llmcache_kv *kv, uint32_t layer, const float *q, uint32_t
  * select may be pending per session; appends in between fail with -EBUSY. */
 int llmcache_kv_select_begin(llmcache_kv *kv, uint32_t layer, const float *q, uint32_t budget);
 int llmcache_kv_select_end(llmcache_kv *kv, struct llmcache_kv_selection *sel);
+/* AERP sessions: the last selection's keep mask, n rows of kv_heads bytes, 1 where that KV head keeps
+ * the token (its K and V rows are zero where it does not, except for tokens recomputed from x, whose
+ * rows are whole); valid like the selection. NULL for other sessions. */
+const uint8_t *llmcache_kv_selection_heads(const llmcache_kv *kv);
 /* Discards every token of the session; the session stays open. */
 int llmcache_kv_drop(llmcache_kv *kv);
 /* Closes the session and frees kv. */

@@ -13,7 +13,10 @@ size_t payload_size(uint16_t type)
 	switch (type) {
 	case OPEN:
 		return sizeof(Open);
+	case OPEN_AERP:
+		return sizeof(OpenAerp);
 	case APPEND:
+	case APPEND_X:
 		return sizeof(Append);
 	case SELECT:
 	case SELECT_BEGIN:
@@ -74,7 +77,30 @@ bool ShmLayout::of(const Open &o, ShmLayout &l)
 	l.out_k = align(l.positions + 4ull * o.max_budget);
 	l.out_v = align(l.out_k + o.max_budget * row);
 	l.size = (l.out_v + o.max_budget * row + 4095) & ~4095ull;
+	l.heads = l.in_x = l.w_k = l.w_v = l.size;
 	return true;
+}
+
+bool ShmLayout::of(const OpenAerp &a, ShmLayout &l)
+{
+	constexpr uint64_t LIMIT = 1ull << 40;
+	const Open &o = a.open;
+	if (!of(o, l))
+		return false;
+	// Each product is bounded before it is multiplied again (of() bounded kv_heads x head_dim).
+	const uint64_t dims = (uint64_t)o.kv_heads * o.head_dim, elem = o.dtype == CSD_FP32 ? 4 : 2;
+	const uint64_t heads = (uint64_t)o.max_budget * o.kv_heads, x = (uint64_t)a.d_model * elem;
+	if (heads > LIMIT || x > LIMIT / 4 || (uint64_t)o.append_batch * x > LIMIT || a.d_model > LIMIT / 4 / dims ||
+	    (uint64_t)a.d_model * dims * 4 > LIMIT / 4 / (o.layers ? o.layers : 1))
+		return false;
+	const uint64_t w = (uint64_t)o.layers * a.d_model * dims * 4;
+	auto align = [](uint64_t v) { return (v + 63) & ~63ull; };
+	l.heads = align(l.out_v + o.max_budget * dims * elem);
+	l.in_x = align(l.heads + heads);
+	l.w_k = align(l.in_x + o.append_batch * x);
+	l.w_v = align(l.w_k + w);
+	l.size = (l.w_v + w + 4095) & ~4095ull;
+	return l.size <= LIMIT;
 }
 
 } // namespace llmcache::kv::proto

@@ -27,6 +27,8 @@ enum Type : uint16_t {
 	SELECT_BEGIN = 7, // payload Select: start scoring, reply at once
 	SELECT_END = 8,	  // payload SessionRef: finish, reply with the count like SELECT
 	PAGECACHE_STATUS = 9, // no payload: the page-cache mode's status as "key value" lines (--mode=bpf)
+	OPEN_AERP = 10,	      // payload OpenAerp: OPEN of a Kelle AERP session (KvOptions::aerp), with its memfd
+	APPEND_X = 11,	      // payload Append: APPEND with each token's input vector x at ShmLayout::in_x
 	REPLY = 0x80
 };
 
@@ -43,6 +45,13 @@ struct Open {
 	uint32_t layers, q_heads, kv_heads, head_dim, dtype, max_context;
 	uint32_t max_budget;   // most tokens a select may return
 	uint32_t append_batch; // most tokens an append may carry
+};
+// An AERP session: W_K and W_V (layers x d_model x kv_heads * head_dim fp32 each, when d_model > 0)
+// are in the shared memory at ShmLayout::w_k and w_v when the OPEN_AERP is sent.
+struct OpenAerp {
+	Open open;
+	uint32_t budget;  // tokens each KV head of a layer keeps
+	uint32_t d_model; // elements of a token's input vector; 0 = no recomputation
 };
 struct Append {
 	uint64_t session;
@@ -65,10 +74,14 @@ struct Reply {
 	uint32_t reserved;
 };
 
-// Where each tensor lives in the session's shared memory.
+// Where each tensor lives in the session's shared memory. An AERP session's layout adds, after out_v,
+// the selection's per-head keep mask (max_budget x kv_heads bytes), the appended input vectors
+// (append_batch x d_model elements) and W_K, W_V; other sessions have these regions empty, at size.
 struct ShmLayout {
 	uint64_t in_k, in_v, q, positions, out_k, out_v, size;
+	uint64_t heads, in_x, w_k, w_v;
 	static bool of(const Open &o, ShmLayout &out); // false if the sizes overflow the 1 TiB limit
+	static bool of(const OpenAerp &o, ShmLayout &out);
 };
 
 // Checks a received packet: header, version, type, payload length for the type. Returns 0 and the

@@ -553,10 +553,10 @@ std::string Server::handle(Conn &c, const uint8_t *buf, size_t len, int fd, prot
 	if ((r.status = proto::parse(buf, len, h, err)) < 0)
 		return err;
 	const uint8_t *p = buf + sizeof(h);
-	if (h.type == proto::OPEN) {
-		proto::Open o;
-		std::memcpy(&o, p, sizeof(o));
-		return open_session(c, h, o, fd, r);
+	if (h.type == proto::OPEN || h.type == proto::OPEN_AERP) {
+		proto::OpenAerp a{};
+		std::memcpy(&a, p, h.type == proto::OPEN ? sizeof(a.open) : sizeof(a));
+		return open_session(c, h, a, h.type == proto::OPEN_AERP, fd, r);
 	}
 	if (fd >= 0)
 		return r.status = -EBADMSG, "malformed message: only OPEN carries a file descriptor";
@@ -652,7 +652,16 @@ void Server::execute(Session &s, Done &d)
 	auto open_store = [&] {
 		KvShape shape{s.shape.layers, s.shape.q_heads, s.shape.kv_heads, s.shape.head_dim, s.shape.dtype,
 			      s.shape.max_context};
-		return KvStore::open(shape, s.opts, s.kv, err);
+		if (!s.aerp || !s.opts.aerp.d_model)
+			return KvStore::open(shape, s.opts, s.kv, err);
+		// The store keeps its own copy of W_K and W_V, taken from the shared memory as the client left it.
+		KvOptions o = s.opts;
+		const size_t n = (size_t)shape.layers * o.aerp.d_model * shape.kv_heads * shape.head_dim;
+		o.aerp.w_k.resize(n);
+		o.aerp.w_v.resize(n);
+		std::memcpy(o.aerp.w_k.data(), s.shm + s.layout.w_k, 4 * n);
+		std::memcpy(o.aerp.w_v.data(), s.shm + s.layout.w_v, 4 * n);
+		return KvStore::open(shape, o, s.kv, err);
 	};
 	auto failed = [&](const char *request, const std::string &why) {
 		d.failed = request;
@@ -681,9 +690,18 @@ void Server::execute(Session &s, Done &d)
 	}
 	const uint64_t row = s.kv->row_bytes();
 	switch (d.q.type) {
-	case proto::APPEND: {
+	case proto::APPEND:
+	case proto::APPEND_X: {
 		proto::Append a;
 		std::memcpy(&a, p, sizeof(a));
+		const bool with_x = d.q.type == proto::APPEND_X;
+		if (with_x && (!s.aerp || !s.opts.aerp.d_model)) {
+			r.status = -EINVAL;
+			d.text = "append with input vectors to a session that does not recompute: open it with "
+				 "llmcache_kv_open_aerp and d_model > 0";
+			return;
+		}
+		const uint64_t x_row = (uint64_t)s.opts.aerp.d_model * (s.shape.dtype == CSD_FP32 ? 4 : 2);
 		if (a.n_tokens > s.shape.append_batch || a.layer >= s.shape.layers) {
 			r.status = -EINVAL;
 			d.text = "append of " + std::to_string(a.n_tokens) + " tokens to layer " + std::to_string(a.layer) +
@@ -696,7 +714,8 @@ void Server::execute(Session &s, Done &d)
 		uint32_t stored = 0;
 		for (uint32_t t = 0; t < a.n_tokens; t++) {
 			const uint32_t before = s.kv->tokens(a.layer);
-			const int e = s.kv->append(a.layer, s.shm + s.layout.in_k + t * row, s.shm + s.layout.in_v + t * row);
+			const int e = s.kv->append(a.layer, s.shm + s.layout.in_k + t * row, s.shm + s.layout.in_v + t * row,
+						   with_x ? s.shm + s.layout.in_x + t * x_row : nullptr);
 			if (e < 0 && r.status == 0) {
 				r.status = e;
 				err = s.kv->error();
@@ -736,6 +755,8 @@ void Server::execute(Session &s, Done &d)
 			std::memcpy(s.shm + s.layout.positions, sel.positions.data(), 4 * n);
 			std::memcpy(s.shm + s.layout.out_k, sel.k.data(), n * row);
 			std::memcpy(s.shm + s.layout.out_v, sel.v.data(), n * row);
+			if (s.aerp)
+				std::memcpy(s.shm + s.layout.heads, sel.heads.data(), n * s.shape.kv_heads);
 		}
 		r.count = (uint32_t)n;
 		return;
@@ -804,8 +825,10 @@ void Server::log_failure(Session &s, const char *request, int status, const std:
 	s.errors_held = 0;
 }
 
-std::string Server::open_session(Conn &c, const proto::Header &h, const proto::Open &o, int memfd, proto::Reply &r)
+std::string Server::open_session(Conn &c, const proto::Header &h, const proto::OpenAerp &a, bool aerp, int memfd,
+				 proto::Reply &r)
 {
+	const proto::Open &o = a.open;
 	auto s = std::make_unique<Session>();
 	s->conn = c.id;
 	s->uid = c.uid;
@@ -825,7 +848,12 @@ std::string Server::open_session(Conn &c, const proto::Header &h, const proto::O
 		return r.status = -EINVAL, "invalid session shape: max_budget " + std::to_string(o.max_budget) +
 						   ": must be between this daemon's kv-sink-tokens + kv-recent-tokens (" +
 						   std::to_string(kept) + ") and max_context (" + std::to_string(o.max_context) + ")";
-	if (!proto::ShmLayout::of(o, s->layout))
+	if (aerp && !a.budget)
+		return r.status = -EINVAL, "invalid AERP session: budget 0; give the tokens each KV head keeps";
+	if (aerp && a.d_model > KvStore::MAX_D_MODEL)
+		return r.status = -EINVAL, "invalid AERP session: d_model " + std::to_string(a.d_model) + ": must be 0-" +
+						   std::to_string(KvStore::MAX_D_MODEL);
+	if (!(aerp ? proto::ShmLayout::of(a, s->layout) : proto::ShmLayout::of(o, s->layout)))
 		return r.status = -EINVAL, "invalid session shape: its shared memory would exceed 1 TiB";
 	struct stat st;
 	const int seals = fcntl(memfd, F_GET_SEALS);
@@ -852,6 +880,13 @@ std::string Server::open_session(Conn &c, const proto::Header &h, const proto::O
 	s->shm = static_cast<uint8_t *>(m);
 	s->region = free_regions_.back();
 	s->opts = cfg_.kv;
+	if (aerp) { // memory only, not traced (kv.md, "Kelle's eviction and recomputation")
+		s->aerp = true;
+		s->opts.device.clear();
+		s->opts.trace.clear();
+		s->opts.aerp.budget = a.budget;
+		s->opts.aerp.d_model = a.d_model;
+	}
 	if (!s->opts.device.empty()) {
 		s->opts.device_offset = (uint64_t)s->region * cfg_.session_device_bytes;
 		s->opts.device_capacity = cfg_.session_device_bytes;
