@@ -243,14 +243,21 @@ void Manager::measure_engine(uint64_t now_ns)
 	// the next one starts.
 	usage_ = memcg_usage(memcg_dir_);
 	anon_this_second_ = std::max(anon_this_second_, usage_.anon);
+	FileIds managed;
+	if (now_ns - last_code_scan_ns_ >= CODE_SCAN_NS) {
+		last_code_scan_ns_ = now_ns;
+		for (const File &f : files_)
+			managed.emplace_back(f.pf->dev(), f.pf->inode());
+		lock_engine_code(managed);
+	}
 	if (now_ns - last_measure_ns_ < 1'000'000'000)
 		return;
 	last_measure_ns_ = now_ns;
 	anon_last_second_ = anon_this_second_;
 	anon_this_second_ = usage_.anon;
-	FileIds managed;
-	for (const File &f : files_)
-		managed.emplace_back(f.pf->dev(), f.pf->inode());
+	if (managed.empty())
+		for (const File &f : files_)
+			managed.emplace_back(f.pf->dev(), f.pf->inode());
 	// The most seen in the last CODE_READINGS seconds: under pressure the engine's code is evicted and
 	// faulted back in, and a reading taken in between must not hand its room to the pins; but what an
 	// engine touched once at start-up (node maps 100 MiB of binary) is not what it keeps using.
@@ -258,7 +265,6 @@ void Manager::measure_engine(uint64_t now_ns)
 	for (uint32_t pid : pids_)
 		code += mapped_file_bytes(pid_t(pid), managed);
 	code_readings_[code_at_++ % CODE_READINGS] = code;
-	lock_engine_code(managed);
 	// Locked code is not evicted, and stays mapped: once there is some, the last reading is what the
 	// engines keep.
 	code_ = engine_code_locked() ? code : *std::max_element(std::begin(code_readings_), std::end(code_readings_));

@@ -163,6 +163,10 @@ private:
 		std::vector<Range> want; // every block the engines had present since their loop began
 	};
 	std::vector<CodeFile> code_files_;
+	// How often the engines' page tables are looked at for code to lock: a page they fault back costs a
+	// read-around window, and reclaim unmaps what they touch once a token within a second.
+	static constexpr uint64_t CODE_SCAN_NS = 100'000'000;
+	uint64_t last_code_scan_ns_ = 0;
 	std::unique_ptr<Prefetcher> prefetcher_;
 	bool prefetch_failed_ = false;
 	uint32_t laps_ = 0; // the laps of head files' loops since the engines started
