@@ -244,10 +244,10 @@ void Manager::measure_engine(uint64_t now_ns)
 	usage_ = memcg_usage(memcg_dir_);
 	anon_this_second_ = std::max(anon_this_second_, usage_.anon);
 	FileIds managed;
+	for (const File &f : files_)
+		managed.emplace_back(f.pf->dev(), f.pf->inode());
 	if (now_ns - last_code_scan_ns_ >= CODE_SCAN_NS) {
 		last_code_scan_ns_ = now_ns;
-		for (const File &f : files_)
-			managed.emplace_back(f.pf->dev(), f.pf->inode());
 		lock_engine_code(managed);
 	}
 	if (now_ns - last_measure_ns_ < 1'000'000'000)
@@ -255,9 +255,6 @@ void Manager::measure_engine(uint64_t now_ns)
 	last_measure_ns_ = now_ns;
 	anon_last_second_ = anon_this_second_;
 	anon_this_second_ = usage_.anon;
-	if (managed.empty())
-		for (const File &f : files_)
-			managed.emplace_back(f.pf->dev(), f.pf->inode());
 	// The most seen in the last CODE_READINGS seconds: under pressure the engine's code is evicted and
 	// faulted back in, and a reading taken in between must not hand its room to the pins; but what an
 	// engine touched once at start-up (node maps 100 MiB of binary) is not what it keeps using.
