@@ -596,6 +596,7 @@ KvStats KvStore::stats() const
 		}
 	}
 	s.cpu_tokens += s.aerp_tokens;
+	s.cpu_bytes += s.aerp_bytes;
 	return s;
 }
 

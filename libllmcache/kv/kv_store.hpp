@@ -97,7 +97,8 @@ struct KvStats {
 			       : 0.0;
 	}
 	StorageStats storage;
-	// AERP: tokens and bytes held now (K, V rows and x vectors; stats() counts them), of which tokens
+	// AERP: tokens and bytes held now (K, V rows and x vectors; stats() counts them, and adds them to
+	// cpu_tokens and cpu_bytes), of which tokens
 	// stored as x; (token, head) pairs and whole tokens evicted; tokens recomputed by selects and the
 	// time that took.
 	uint64_t aerp_tokens = 0, aerp_x_tokens = 0, aerp_bytes = 0;

@@ -933,7 +933,12 @@ std::string Server::status(const Conn &c) const
 		       std::to_string(st.cpu_bytes) + " spilled_pages " + std::to_string(st.spilled_pages) +
 		       " bytes_written " + std::to_string(st.storage.bytes_written) + " bytes_read " +
 		       std::to_string(st.storage.bytes_read) + " partial_reads " + std::to_string(st.storage.runs_read) + " selects " + std::to_string(st.selects) + " promoted_pages " +
-		       std::to_string(st.promoted_pages) + " beta " + std::to_string(st.beta()) + "\n";
+		       std::to_string(st.promoted_pages) + " beta " + std::to_string(st.beta());
+		if (s->aerp)
+			out += " aerp_tokens " + std::to_string(st.aerp_tokens) + " aerp_x_tokens " + std::to_string(st.aerp_x_tokens) +
+			       " aerp_bytes " + std::to_string(st.aerp_bytes) + " aerp_evicted_tokens " +
+			       std::to_string(st.aerp_evicted_tokens) + " aerp_recomputed " + std::to_string(st.aerp_recomputed);
+		out += "\n";
 	}
 	return out;
 }

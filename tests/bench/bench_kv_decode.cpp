@@ -349,6 +349,13 @@ void run_aerp(uint32_t context, uint32_t budget)
 	if (kv::KvStore::open(shape, opt, s, err))
 		die("AERP session: " + err);
 	std::vector<uint16_t> x(DM), k(DIMS), v(DIMS);
+	// The client's x.W is the store's recomputation, timed in this thread's CPU time: on a shared machine
+	// the store's wall-clock figure (KvStats::aerp_recompute_ns) also counts the time others ran.
+	auto cpu_now = [] {
+		timespec ts{};
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+		return ts.tv_sec + ts.tv_nsec * 1e-9;
+	};
 	double client_s = 0, select_s = 0;
 	uint32_t selects = 0;
 	kv::KvSelection sel;
@@ -356,10 +363,10 @@ void run_aerp(uint32_t context, uint32_t budget)
 		const bool heavy = t % 8 == 5;
 		for (uint32_t i = 0; i < DM; i++)
 			x[i] = kv::policy::float_to_half(heavy ? 0.5f * u[i] + 0.5f * uni() : uni());
-		const auto t0 = Clock::now();
+		const double t0 = cpu_now();
 		kv::policy::recompute(x.data(), CSD_FP16, w_k.data(), DM, DIMS, k.data());
 		kv::policy::recompute(x.data(), CSD_FP16, w_v.data(), DM, DIMS, v.data());
-		client_s += std::chrono::duration<double>(Clock::now() - t0).count();
+		client_s += cpu_now() - t0;
 		if (s->append(0, k.data(), v.data(), x.data()))
 			die("AERP append: " + s->error());
 	};
@@ -398,16 +405,18 @@ void run_aerp(uint32_t context, uint32_t budget)
 		    a.aerp_tokens ? (double)a.aerp_bytes / a.aerp_tokens : 0.0, kv_row, x_row);
 	std::printf("%-44s %12.0f (full cache: %.0f)\n", "bytes stored per appended token", (double)a.aerp_bytes / (context + 3),
 		    kv_row);
-	std::printf("%-44s %12.1f\n", "select ms per decode step (mean of 3)", 1e3 * select_s / 3);
+	std::printf("%-44s %12.1f (wall clock)\n", "select ms per decode step (mean of 3)", 1e3 * select_s / 3);
 	std::printf("%-44s %12lu\n", "tokens recomputed by the 3 decode selects", (unsigned long)(a.aerp_recomputed - before.aerp_recomputed));
-	std::printf("%-44s %12.0f (%.2f G MAC/s; the client's own x.W: %.0f us)\n", "recompute us per token (K and V)",
-		    1e6 * rec_s, rec_s > 0 ? mac / rec_s / 1e9 : 0.0, 1e6 * client_per);
+	std::printf("%-44s %12.0f CPU time (%.2f G MAC/s); in the store's selects %.0f us wall clock\n",
+		    "recompute us per token (K and V)", 1e6 * client_per, client_per > 0 ? mac / client_per / 1e9 : 0.0,
+		    1e6 * rec_s);
 	const double saved = kv_row - x_row; // bytes a token stored as x does not hold, nor read back
 	std::printf("%-44s %12.0f bytes: %.2f us at flash %.1f GB/s, %.2f us over PCIe %.1f GB/s\n", "the read it saves per token",
 		    saved, 1e6 * saved / card.flash_read_bw, card.flash_read_bw / 1e9, 1e6 * saved / card.pcie_bw, card.pcie_bw / 1e9);
-	std::printf("%-44s %12.0fx (break-even at %.0f G MAC/s: the recomputation pays where the MACs are that cheap, as "
-		    "on Kelle's systolic array, not on this host's cores)\n", "recompute time / that read at flash rate",
-		    rec_s > 0 ? rec_s / (saved / card.flash_read_bw) : 0.0, mac / (saved / card.flash_read_bw) / 1e9);
+	std::printf("%-44s %12.0fx (break-even at %.0f G MAC/s, more than Kelle's own 4.13 TOPS accelerator: recomputation "
+		    "saves storage, and time only where it overlaps the reads it does not replace)\n",
+		    "recompute time / that read at flash rate",
+		    client_per / (saved / card.flash_read_bw), mac / (saved / card.flash_read_bw) / 1e9);
 	std::fflush(stdout);
 }
 

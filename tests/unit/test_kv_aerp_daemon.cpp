@@ -125,6 +125,13 @@ void aerp_daemon__append_x_select__kept_rows_as_appended(void **)
 			assert_true(as_appended || (!memcmp(gk, zero.data(), 16) && !memcmp(gv, zero.data(), 16)));
 		}
 	}
+	// The daemon's listing shows the session's AERP counters.
+	char listing[4096];
+	assert_true(llmcache_kv_status((g_dir + "/sock").c_str(), listing, sizeof(listing)) > 0);
+	const char *at = strstr(listing, " aerp_tokens ");
+	assert_non_null(at);
+	assert_int_equal(std::atoi(at + strlen(" aerp_tokens ")), sel.n);
+	assert_non_null(strstr(listing, " aerp_x_tokens "));
 	llmcache_kv_close(kv);
 }
 
