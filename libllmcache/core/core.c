@@ -18,7 +18,9 @@
  *     region of a file scanned whole at start-up) is the loop;
  *   - else if B is in a LOOP S: at S's first block a new iteration begins (period measured), and so
  *     it does at a jump back from S's end past a head that the accesses no longer show (restarts());
- *     ahead of the cursor it is a forward skip; behind it, noise that changes nothing;
+ *     ahead of the cursor it is a forward skip; behind it, noise that changes nothing but, within
+ *     LLC_RETOUCH_BLOCKS of the cursor, marks S retouch (an mmap fault stream maps a window again
+ *     right after faulting it: a block the pins leave out is read again soon, core.h);
  *   - else if B is in a HOT sequence: an LRU touch;
  *   - else if B was seen but its sequence has since been recycled or cut away: a re-read {B};
  *   - else B was never seen: a new HOT sequence {B}.
@@ -586,6 +588,9 @@ static struct llc_verdict rereference(struct llc_core *c, struct llc_chunk *ch, 
 			s->cursor = block;
 			v.event = LLC_EV_SKIP;
 		} else {
+			/* Noise; a re-touch just behind the cursor marks the loop (core.h, LLC_RETOUCH_BLOCKS). */
+			if (s->cursor - block < LLC_RETOUCH_BLOCKS)
+				s->retouch = 1;
 			v.event = LLC_EV_NOISE;
 		}
 		break;

@@ -47,7 +47,16 @@ struct llc_seq {
 	uint8_t cls;            /* enum llmcache_class */
 	uint8_t live;
 	uint8_t reread;         /* HOT that grows into LOOP, not SEQ: it re-reads blocks seen before */
+	uint8_t retouch;        /* LOOP: came back to a block at most LLC_RETOUCH_BLOCKS behind its cursor */
 };
+
+/*
+ * A LOOP whose accesses come back to blocks just behind the cursor (an mmap fault stream: the fault-around
+ * that maps a window the fault has just read, two threads sweeping one matrix) is marked retouch: a block
+ * of it that the pin plan leaves out is still accessed again within a few dozen accesses, so a cache
+ * should hold it briefly rather than refuse it (Documentation/design/policy-core.md, "Retouching loops").
+ */
+#define LLC_RETOUCH_BLOCKS 64
 
 /* What one block access did, for the caller's cache and statistics. */
 struct llc_verdict {

@@ -17,8 +17,16 @@
 // joins it again, as the newest scan, when it gets a block back (a scan that was drained by a newer one
 // and then ran on); otherwise its blocks could never be evicted and, once the queue is empty, every miss
 // would be refused.
+// Probation: a refused block of a loop the core marks retouch (its accesses come back to blocks just
+// behind the cursor: an mmap fault stream's fault-around, two threads on one matrix) is admitted anyway
+// into a small FIFO of min(32 blocks, 1% of the cache), none under 16, evicted before everything else,
+// because it will be accessed again within a few dozen accesses; a hit moves it to its sequence. The
+// kernel does the same without being asked: a page the module does not pin stays in the page cache
+// until reclaim reaches it. A loop that never re-touches (a clean sweep, every synthetic workload) gets
+// no probation and keeps its pins whole (Documentation/design/policy-core.md, "Retouching loops").
 #include "policies.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <deque>
 #include <new>
@@ -37,12 +45,17 @@ namespace {
 constexpr uint32_t nil = ~uint32_t(0);
 constexpr uint32_t orphan_seq = 0; // sequence id 0 is never used by the core: it holds orphans
 constexpr uint32_t hot_list = 65536; // the HOT LRU list lives after the core's 65535 sequence ids
+constexpr uint32_t probation_list = hot_list + 1; // refused blocks of retouching loops, FIFO
+constexpr uint8_t probation_class = LLMCACHE_NR_CLASSES; // its own count in resident_
+constexpr uint64_t probation_max_blocks = 32; // two 16-block fault-around windows
+constexpr uint64_t probation_min_blocks = 16; // less than one window catches too little to pay for itself
+constexpr uint64_t probation_share = 100;     // and at most 1% of the cache
 
 class LlmPolicy final : public Policy {
 public:
 	LlmPolicy(uint64_t capacity, const PolicyOptions &opt)
 		: Policy(capacity), index_(capacity), key_(capacity), seq_of_(capacity), prev_(capacity),
-		  next_(capacity), lists_(hot_list + 1)
+		  next_(capacity), lists_(probation_list + 1)
 	{
 		llc_config cfg;
 		llc_config_default(&cfg);
@@ -53,13 +66,17 @@ public:
 		if (!mem_ || !(core_ = llc_core_init(mem_, size, &cfg)))
 			throw std::bad_alloc();
 		hot_reserve_ = uint64_t(opt.hot_reserve * double(capacity));
+		probation_cap_ = std::min(probation_max_blocks, capacity / probation_share);
+		if (probation_cap_ < probation_min_blocks)
+			probation_cap_ = 0;
 		for (uint32_t i = 0; i < capacity; i++)
 			next_[i] = i + 1 < capacity ? i + 1 : nil;
 		free_ = capacity ? 0 : nil;
 		gen_.assign(hot_list, ~uint64_t(0));
 		queued_.assign(hot_list, 0);
-		cls_.assign(hot_list + 1, LLMCACHE_CLASS_SEQ);
+		cls_.assign(probation_list + 1, LLMCACHE_CLASS_SEQ);
 		cls_[hot_list] = LLMCACHE_CLASS_HOT;
+		cls_[probation_list] = probation_class;
 	}
 	~LlmPolicy() override { std::free(mem_); }
 
@@ -78,7 +95,7 @@ public:
 			return true;
 		}
 		if (used_ == capacity_ && !make_room(r.key, v))
-			return false; // bypass: the block would be the next victim
+			return probation(r.key, v); // the block would be the next victim: bypass, or probation
 		admit(r.key, v);
 		return false;
 	}
@@ -151,7 +168,7 @@ private:
 		List &l = lists_[list];
 		if (list == orphan_seq && l.count == 0)
 			seq_age_.push_front(orphan_seq); // orphans are the oldest scan of all
-		else if (l.count == 0 && list != hot_list && cls_[list] == LLMCACHE_CLASS_SEQ)
+		else if (l.count == 0 && list < hot_list && cls_[list] == LLMCACHE_CLASS_SEQ)
 			queue_scan(list); // a scan that was drained gets a block again
 		seq_of_[slot] = list;
 		prev_[slot] = l.tail;
@@ -177,14 +194,41 @@ private:
 		link(slot, list);
 	}
 
-	void admit(uint64_t key, const llc_verdict &v)
+	void admit(uint64_t key, const llc_verdict &v) { admit_to(key, list_of(v)); }
+
+	void admit_to(uint64_t key, uint32_t list)
 	{
 		uint32_t slot = free_;
 		free_ = next_[slot];
 		key_[slot] = key;
 		index_.put(key, slot);
-		link(slot, list_of(v));
+		link(slot, list);
 		used_++;
+	}
+
+	// A refused block of a retouching loop goes into the probation FIFO (the file's header comment).
+	// Always a miss: returns false.
+	bool probation(uint64_t key, const llc_verdict &v)
+	{
+		const llc_seq *s = llc_seq_get(core_, v.seq);
+		if (v.cls != LLMCACHE_CLASS_LOOP || !s->retouch || !probation_cap_)
+			return false;
+		List &p = lists_[probation_list];
+		if (p.count >= probation_cap_) {
+			evict(p.head);
+		} else {
+			// Room from the usual order, as for a HOT block: a scan, HOT over its reserve, or the
+			// highest block of the longest-period loop (a pin less, while the probation fills).
+			llc_verdict h = v;
+			h.cls = LLMCACHE_CLASS_HOT;
+			if (!make_room(key, h)) {
+				if (!p.count)
+					return false;
+				evict(p.head);
+			}
+		}
+		admit_to(key, probation_list);
+		return false;
 	}
 
 	void evict(uint32_t slot)
@@ -265,8 +309,9 @@ private:
 	std::vector<uint8_t> cls_;                   // class of each list
 	std::deque<uint32_t> seq_age_;               // sequences in the order they became SEQ
 	std::vector<uint8_t> queued_;                // per sequence id: in seq_age_
-	uint64_t resident_[LLMCACHE_NR_CLASSES] = {};
+	uint64_t resident_[LLMCACHE_NR_CLASSES + 1] = {}; // per class, then the probation
 	uint64_t hot_reserve_ = 0;
+	uint64_t probation_cap_ = 0;
 	uint64_t used_ = 0;
 	uint32_t free_ = nil;
 	ClassStats stats_;

@@ -269,6 +269,31 @@ static void core_access__loop_noise_behind_cursor__changes_nothing(void **state)
 	free(c);
 }
 
+/* A loop is marked retouch by noise at most LLC_RETOUCH_BLOCKS behind its cursor (an mmap fault-around
+ * mapping again the window a fault just read), not by noise further back nor by clean sweeps. */
+static void core_access__loop_retouch_just_behind_cursor__marked(void **state)
+{
+	struct llc_core *c = default_core();
+	struct llc_verdict v;
+	uint16_t loop;
+
+	sweep(c, FILE_A, 0, 1000);
+	sweep(c, FILE_A, 0, 1000);
+	loop = sweep(c, FILE_A, 0, 500).seq;
+	assert_int_equal(llc_seq_get(c, loop)->retouch, 0); /* two clean iterations */
+	v = llc_access(c, FILE_A, 499 - LLC_RETOUCH_BLOCKS, 0);
+	assert_int_equal(v.event, LLC_EV_NOISE);
+	assert_int_equal(llc_seq_get(c, loop)->retouch, 0); /* too far behind */
+	v = llc_access(c, FILE_A, 500 - LLC_RETOUCH_BLOCKS, 0);
+	assert_int_equal(v.event, LLC_EV_NOISE);
+	assert_int_equal(llc_seq_get(c, loop)->retouch, 1);
+	assert_int_equal(llc_seq_get(c, loop)->cursor, 499); /* still noise: nothing else changes */
+	v = llc_access(c, FILE_A, 500, 0);
+	assert_int_equal(v.event, LLC_EV_EXTEND);
+	assert_int_equal(v.seq, loop);
+	free(c);
+}
+
 /* An mmap engine does not fault on pinned pages: once the head is pinned, each token faults from block 2000. */
 static void core_access__loop_head_unseen__jump_back_from_end_is_iteration(void **state)
 {
@@ -690,6 +715,7 @@ int main(void)
 		cmocka_unit_test(core_access__back_to_back_loops__both_iterate),
 		cmocka_unit_test(core_access__loop_forward_jump__skip_keeps_loop),
 		cmocka_unit_test(core_access__loop_noise_behind_cursor__changes_nothing),
+		cmocka_unit_test(core_access__loop_retouch_just_behind_cursor__marked),
 		cmocka_unit_test(core_access__loop_head_unseen__jump_back_from_end_is_iteration),
 		cmocka_unit_test(core_access__loop_jump_back_not_restart__noise),
 		cmocka_unit_test(core_access__loop_start_twice_without_clock__one_iteration),

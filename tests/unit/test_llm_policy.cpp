@@ -144,6 +144,36 @@ void llm_access__scan_drained_then_continued__stays_evictable(void **)
 		assert_int_equal(run.sweep(3, 0, 4), 4);
 }
 
+void llm_access__retouching_loop__refused_blocks_hit_in_probation(void **)
+{
+	// An mmap fault stream: each 16-block window of a 3008-block loop is mapped twice in a row (the
+	// fault, then the fault-around). The cache of 1600 blocks has a 16-block probation: the pins lose
+	// 16 blocks, and every refused window's second touch hits. A clean loop keeps all its pins.
+	const uint64_t n = 3008, c = 1600, probation = 16; // 188 windows
+	Run run(c);
+	run.sweep(0, 0, n);
+	auto faulted = [&] {
+		uint64_t before = run.hits;
+		for (uint64_t w = 0; w < n; w += 16) {
+			run.sweep(0, w, 16);
+			run.sweep(0, w, 16);
+		}
+		return run.hits - before;
+	};
+	faulted();
+	// The pins' hits twice, and the refused windows' second touches, but for up to one window's worth
+	// at the edge of the pins (a block that hits in the probation joins its loop, above the pins,
+	// and is the first the probation takes room from). Without the probation: 2 * c = 3200.
+	const uint64_t want = 2 * (c - probation) + (n - (c - probation));
+	for (int i = 0; i < 5; i++)
+		assert_in_range(faulted(), want - probation, want);
+
+	Run clean(c);
+	clean.sweep(1, 0, n);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(clean.sweep(1, 0, n), c);
+}
+
 void llm_access__capacity_one__works(void **)
 {
 	Run run(1);
@@ -176,6 +206,7 @@ int main()
 		cmocka_unit_test(sweep_policies__pure_loop_larger_than_cache__lru_none_llm_c_belady_within_one),
 		cmocka_unit_test(llm_access__two_loops_same_period_with_jitter__pins_stay_put),
 		cmocka_unit_test(llm_access__scan_drained_then_continued__stays_evictable),
+		cmocka_unit_test(llm_access__retouching_loop__refused_blocks_hit_in_probation),
 		cmocka_unit_test(llm_access__capacity_one__works),
 		cmocka_unit_test(llm_make__capacity_zero__rejected),
 	};
