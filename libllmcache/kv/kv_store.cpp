@@ -3,9 +3,11 @@
 
 #include "kv/kv_trace.hpp"
 #include "kv/policy_pool_update.hpp"
+#include "kv/policy_precision.hpp"
 #include "kv/policy_spill.hpp"
 #include "kv/score_merge.hpp"
 #include "kvio/crc32c.hpp"
+#include "kvio/planes.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -115,6 +117,11 @@ int KvStore::open(const KvShape &shape, const KvOptions &opt, std::unique_ptr<Kv
 	}
 	if (int r = check_aerp_options(shape, opt, err))
 		return r;
+	if (opt.planes.on && (!(opt.planes.full >= 0 && opt.planes.full <= 1) || opt.aerp.budget)) {
+		err = "invalid two-plane precision options: the full-precision fraction must be in [0, 1] (it is " +
+		      std::to_string(opt.planes.full) + ") and the session cannot use AERP, which keeps no device";
+		return -EINVAL;
+	}
 	std::unique_ptr<KvStore> s(new KvStore());
 	s->shape_ = shape;
 	s->opt_ = opt;
@@ -293,15 +300,26 @@ int KvStore::spill()
 	}
 	const std::vector<policy::PageRef> cand = policy::choose_spill_victims(snap, params(), budget());
 	std::vector<SlabWrite> w;
+	std::vector<SlabBuffer> planar; // two-plane precision: the V slabs as written, until the write is done
 	for (const policy::PageRef &c : cand) {
 		Page &p = pages_[c.layer][c.page];
 		p.kb.finish(p.k.slab());
-		p.vb.finish(p.v.slab());
 		const uint64_t bounds = 8ull * geo_.dims(), keys = (uint64_t)P * geo_.row_bytes();
 		const uint32_t k_crc = crc32c_combine(crc32c(p.k.get(), bounds), p.keys_crc, keys);
 		w.push_back({{pool_->pool_id(), c.layer, c.page, SlabKind::K}, P, p.k.get(), bounds + keys, nullptr, 0, p.k.slab(),
 			     k_crc, true});
-		w.push_back({{pool_->pool_id(), c.layer, c.page, SlabKind::V}, P, p.v.get(), keys, nullptr, 0, p.v.slab(), p.v_crc, true});
+		const SlabId vid{pool_->pool_id(), c.layer, c.page, SlabKind::V};
+		if (!opt_.planes.on) {
+			p.vb.finish(p.v.slab());
+			w.push_back({vid, P, p.v.get(), keys, nullptr, 0, p.v.slab(), p.v_crc, true});
+			continue;
+		}
+		// The rows as two planes in a slab of their own; the block table describes what is on the device.
+		const SlabBuffer &pv = planar.emplace_back(slab_bytes_, keys);
+		planes_split(p.v.get(), (size_t)P * geo_.dims(), csd_dtype_bytes(geo_.dtype), pv.get(), pv.get() + keys / 2);
+		p.vb = BlockCrcs(slab_bytes_, 0);
+		p.vb.finish(pv.slab());
+		w.push_back({vid, P, pv.get(), keys, nullptr, 0, pv.slab()});
 	}
 	std::vector<int64_t> res;
 	std::string err;
@@ -355,17 +373,29 @@ int64_t KvStore::slab_offset(uint32_t layer, uint32_t pos, SlabKind kind) const
 }
 
 int KvStore::fetch(uint32_t layer, std::span<const uint32_t> positions, uint8_t *k, uint8_t *v,
-		   const std::vector<uint32_t> &whole, std::vector<Page> &whole_pages)
+		   const std::vector<uint32_t> &whole, std::vector<Page> &whole_pages, std::span<const uint32_t> high_only)
 {
 	const uint32_t P = opt_.page_tokens;
-	const uint64_t row = geo_.row_bytes(), keys_at = 8ull * geo_.dims();
+	const uint64_t row = geo_.row_bytes(), keys_at = 8ull * geo_.dims(), half = row / 2, plane = P * half;
+	const size_t elem = csd_dtype_bytes(geo_.dtype);
+	const bool planes = opt_.planes.on;
 	auto row_at = [&](SlabKind kind, uint32_t pos) { return (kind == SlabKind::K ? keys_at : 0) + (pos % P) * row; };
 	std::vector<SlabRead> reads;
 	struct Use {
 		SlabKind kind;
 		size_t from, to; // the rows positions[from, to) this read serves
+		int64_t stage = -1; // two-plane V: the page's staging buffer (partial reads), -2 for a whole read
 	};
 	std::vector<Use> uses;
+	// Two-plane V slabs: the blocks read of a page land in its staging buffer (the slab's payload), and
+	// the rows are merged from their planes once every read is in.
+	struct Stage {
+		size_t from, to;
+		std::vector<uint8_t> payload;
+	};
+	std::vector<Stage> stages;
+	std::vector<std::pair<size_t, size_t>> whole_rows; // two-plane, pages read whole: positions[from, to)
+	auto is_high_only = [&](uint32_t pos) { return std::binary_search(high_only.begin(), high_only.end(), pos); };
 	uint32_t pages = 0;
 	for (size_t lo = 0, hi; lo < positions.size(); lo = hi) {
 		const uint32_t pg = positions[lo] / P;
@@ -384,11 +414,45 @@ int KvStore::fetch(uint32_t layer, std::span<const uint32_t> positions, uint8_t 
 				auto &buf = kind == SlabKind::K ? in.k : in.v;
 				buf = SlabBuffer(slab_bytes_, kind == SlabKind::K ? geo_.k_payload(P) : P * row);
 				reads.push_back({id, off, nullptr, 0, 0, buf.get()});
-				uses.push_back({kind, lo, hi});
+				const bool planar = planes && kind == SlabKind::V;
+				uses.push_back({kind, lo, hi, planar ? -2 : -1});
+				if (planar)
+					whole_rows.emplace_back(lo, hi);
 				continue;
 			}
 			// Only the blocks holding the rows, adjacent blocks coalesced into one read.
 			const uint32_t *crcs = (kind == SlabKind::K ? p.kb : p.vb).data();
+			if (planes && kind == SlabKind::V) {
+				// Each row's high-plane bytes, and its low-plane bytes unless it is high-only.
+				std::vector<uint8_t> need(slab_bytes_ / SLAB_ALIGN);
+				auto mark = [&](uint64_t a) {
+					for (uint64_t b = a / SLAB_ALIGN; b <= (a + half - 1) / SLAB_ALIGN; b++)
+						need[b] = 1;
+				};
+				for (size_t i = lo; i < hi; i++) {
+					const uint64_t t = positions[i] % P;
+					mark(t * half);
+					if (is_high_only(positions[i]))
+						stats_.plane_high_rows++;
+					else
+						mark(plane + t * half), stats_.plane_full_rows++;
+				}
+				const int64_t st = (int64_t)stages.size();
+				stages.push_back({lo, hi, std::vector<uint8_t>(P * row)});
+				for (uint32_t b = 0; b < need.size();) {
+					if (!need[b]) {
+						b++;
+						continue;
+					}
+					uint32_t e = b;
+					while (e < need.size() && need[e])
+						e++;
+					reads.push_back({id, off, crcs, b, e - b, nullptr});
+					uses.push_back({kind, lo, hi, st});
+					b = e;
+				}
+				continue;
+			}
 			for (size_t i = lo; i < hi; i++) {
 				const uint64_t a = row_at(kind, positions[i]);
 				const uint32_t b0 = (uint32_t)(a / SLAB_ALIGN), b1 = (uint32_t)((a + row - 1) / SLAB_ALIGN);
@@ -407,13 +471,40 @@ int KvStore::fetch(uint32_t layer, std::span<const uint32_t> positions, uint8_t 
 	int r = pool_->read(reads, [&](size_t ri, const uint8_t *data) {
 		const SlabRead &rd = reads[ri];
 		const Use &u = uses[ri];
+		if (u.stage == -2) // a two-plane V slab read whole: merged below
+			return 0;
+		if (u.stage >= 0) {
+			std::vector<uint8_t> &pl = stages[u.stage].payload;
+			const uint64_t at = (uint64_t)rd.first * SLAB_ALIGN;
+			std::memcpy(pl.data() + at, data, std::min<uint64_t>((uint64_t)rd.count * SLAB_ALIGN, pl.size() - at));
+			return 0;
+		}
 		uint8_t *dst = u.kind == SlabKind::K ? k : v;
 		for (size_t i = u.from; i < u.to; i++)
 			std::memcpy(dst + i * row, data + row_at(u.kind, positions[i]) - (uint64_t)rd.first * SLAB_ALIGN, row);
 		return 0;
 	}, err);
 	stats_.fetched_pages += pages;
-	return r < 0 ? set_error(r, err) : 0;
+	if (r < 0)
+		return set_error(r, err);
+	for (const Stage &st : stages)
+		for (size_t i = st.from; i < st.to; i++) {
+			const uint64_t t = positions[i] % P;
+			const uint8_t *pl = st.payload.data();
+			planes_merge(pl + t * half, is_high_only(positions[i]) ? nullptr : pl + plane + t * half, geo_.dims(), elem,
+				     v + i * row);
+		}
+	// Pages coming back to memory hold their V rows as planes: back to rows, every row full.
+	for (const auto &[lo, hi] : whole_rows) {
+		const uint32_t pg = positions[lo] / P;
+		uint8_t *pv = whole_pages[std::lower_bound(whole.begin(), whole.end(), pg) - whole.begin()].v.get();
+		const std::vector<uint8_t> pl(pv, pv + P * row);
+		planes_merge(pl.data(), pl.data() + plane, (size_t)P * geo_.dims(), elem, pv);
+		for (size_t i = lo; i < hi; i++)
+			std::memcpy(v + i * row, pv + (positions[i] % P) * row, row);
+		stats_.plane_full_rows += hi - lo;
+	}
+	return 0;
 }
 
 int KvStore::read(uint32_t layer, uint32_t pos, void *k, void *v)
@@ -556,7 +647,9 @@ int KvStore::select_end(KvSelection &out)
 	const std::vector<uint32_t> promoted =
 		policy::choose_promotions(snap, need, params(), plan.recent_from, stats_.cpu_bytes, budget());
 	std::vector<Page> incoming(promoted.size());
-	if (int r = fetch(layer, out.positions, out.k.data(), out.v.data(), promoted, incoming); r < 0) {
+	const std::vector<uint32_t> high_only =
+		opt_.planes.on ? policy::high_plane_only(merge.top(), opt_.planes.full) : std::vector<uint32_t>();
+	if (int r = fetch(layer, out.positions, out.k.data(), out.v.data(), promoted, incoming, high_only); r < 0) {
 		out = {};
 		return r;
 	}

@@ -71,6 +71,15 @@ struct KvOptions {
 		// when d_model is 0
 		std::vector<float> w_k, w_v;
 	} aerp;
+	// Two-plane precision (Documentation/kv.md, "Two-plane precision"; kvio/planes.hpp,
+	// policy_precision.hpp): off by default, and then nothing changes. On, every V slab spilled holds
+	// its rows as a high plane and a low plane, and a select fetches both planes of the spilled V rows
+	// of the best `full` fraction of its top-k tokens (by score) and the high plane alone of the others.
+	// K slabs keep their layout: the in-storage scoring kernels read it. Not with AERP (no device).
+	struct Planes {
+		bool on = false;
+		double full = 0.5; // in [0, 1]
+	} planes;
 };
 
 struct KvSelection {
@@ -103,6 +112,8 @@ struct KvStats {
 	// time that took.
 	uint64_t aerp_tokens = 0, aerp_x_tokens = 0, aerp_bytes = 0;
 	uint64_t aerp_evicted_heads = 0, aerp_evicted_tokens = 0, aerp_recomputed = 0, aerp_recompute_ns = 0;
+	// Two-plane precision: spilled V rows fetched with the high plane alone, and with both planes.
+	uint64_t plane_high_rows = 0, plane_full_rows = 0;
 };
 
 class KvStore {
@@ -202,8 +213,11 @@ private:
 	// Copies the K and V rows of the spilled tokens among positions (ascending) to k and v (row i of
 	// each for positions[i]). The pages listed in `whole` (ascending) are read whole and land, verified,
 	// in whole_pages[j]'s buffers; of the others only the blocks holding the rows are read.
+	// With two-plane precision, the spilled V rows of the positions in high_only (ascending, a subset of
+	// positions) are read and returned with the high plane alone; those of pages read whole are full.
 	int fetch(uint32_t layer, std::span<const uint32_t> positions, uint8_t *k, uint8_t *v,
-		  const std::vector<uint32_t> &whole, std::vector<Page> &whole_pages);
+		  const std::vector<uint32_t> &whole, std::vector<Page> &whole_pages,
+		  std::span<const uint32_t> high_only = {});
 	uint64_t page_bytes() const;
 	uint64_t slab_bytes_ = 0; // a page's K or V in slab layout: header, the larger payload, 4096-aligned
 

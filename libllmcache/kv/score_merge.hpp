@@ -28,6 +28,8 @@ public:
 	// The selected positions: the always-kept tokens below n_tokens plus the top k, ascending.
 	std::vector<uint32_t> select(uint32_t n_tokens) const;
 	size_t seen() const { return seen_; }
+	// The top-k kept so far, with their scores, in heap order.
+	const std::vector<csd_score> &top() const { return heap_; }
 
 private:
 	size_t k_, seen_ = 0;
