@@ -24,6 +24,9 @@
 // Last, Kelle's AERP (kv/policy_aerp.hpp) on one such layer in memory (`bench_kv_decode --aerp` runs that
 // section alone): bytes stored per token with eviction and recomputation, and what recomputing K and V
 // from x costs on this host against the read of the bytes it saves.
+// `bench_kv_decode --planes DEVICE` runs two-plane precision alone (Documentation/kv.md, "Two-plane
+// precision"): device bytes read per select with the option off and at a few full-precision fractions,
+// and the attention-output error the truncated V rows cost against the same selection at full precision.
 #include "csd/timing_model.hpp"
 #include "kv/kv_store.hpp"
 #include "kv/policy_aerp.hpp"
@@ -492,17 +495,144 @@ void run_aerp(uint32_t context, uint32_t budget)
 	std::fflush(stdout);
 }
 
+// Two-plane precision: one layer of `context` tokens (32 query heads x 128, kv_heads KV heads, fp16)
+// spilled to DEVICE but for a quarter of it, 8 selects at a 10% budget, once with the option off and
+// once per fraction of the top-k fetched in full; the same data and queries each time, so the
+// selections are the same and only the V rows' precision and the bytes read differ.
+void run_planes(const std::string &device, uint32_t context, uint32_t kv_heads)
+{
+	const uint32_t QH = 32, dims = kv_heads * HEAD_DIM, g = QH / kv_heads, steps = 8, budget = context / 10;
+	const uint64_t row = 2ull * dims;
+	// Keys: random fp16 in (-1, 1); one page in 16, and one token in 50 elsewhere, lean toward the
+	// query's direction (heavy hitters, spread so the top-k falls on scattered rows too). Values: random
+	// fp16 in (-1, 1).
+	std::vector<uint16_t> ks((size_t)(context + steps) * dims), vs(ks.size());
+	std::vector<float> dir(dims);
+	for (size_t i = 0; i < dims; i++)
+		dir[i] = ((i * 2654435761u) >> 7) & 1 ? 1.0f : -1.0f;
+	uint64_t x = 88172645463325252ull;
+	for (size_t t = 0; t < context + steps; t++) {
+		const bool heavy = (t / 32) % 16 == 8 || t % 50 == 17;
+		for (size_t i = 0; i < dims; i++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			const size_t at = t * dims + i;
+			ks[at] = heavy ? (uint16_t)((x & 0x03ff) | 0x3800 | (dir[i] < 0 ? 0x8000 : 0)) : (uint16_t)((x & 0x83ff) | 0x3000);
+			vs[at] = (uint16_t)(((x >> 20) & 0x83ff) | 0x3000);
+		}
+	}
+	kv::KvShape shape{1, QH, kv_heads, HEAD_DIM, CSD_FP16, context + steps + 64};
+	const float scale = 1.0f / std::sqrt((float)HEAD_DIM);
+	// The attention output of every query head over the selected rows: krows, vrows in selection order.
+	auto attend = [&](const std::vector<float> &q, const uint16_t *krows, const uint16_t *vrows, size_t n) {
+		std::vector<double> y((size_t)QH * HEAD_DIM, 0.0);
+		for (uint32_t h = 0; h < QH; h++) {
+			const uint32_t kh = h / g;
+			std::vector<double> lg(n);
+			double mx = -1e300, sum = 0;
+			for (size_t i = 0; i < n; i++) {
+				double d = 0;
+				for (uint32_t e = 0; e < HEAD_DIM; e++)
+					d += q[h * HEAD_DIM + e] * csd_half_to_float(krows[i * dims + kh * HEAD_DIM + e]);
+				mx = std::max(mx, lg[i] = d * scale);
+			}
+			for (double &l : lg)
+				sum += (l = std::exp(l - mx));
+			for (size_t i = 0; i < n; i++)
+				for (uint32_t e = 0; e < HEAD_DIM; e++)
+					y[h * HEAD_DIM + e] += lg[i] / sum * csd_half_to_float(vrows[i * dims + kh * HEAD_DIM + e]);
+		}
+		return y;
+	};
+	std::printf("\nTwo-plane precision (kvio/planes.hpp), MEASURED on this host: one layer, %u query heads, %u KV heads x "
+		    "%u, fp16 (%lu-byte rows, a row's high plane %lu bytes); %u tokens, 3/4 spilled to %s, pages of 32, budget "
+		    "%u (sink 4, recent %u), %u selects (emulated backend: the pool's reads are the fetches alone).\n",
+		    QH, kv_heads, HEAD_DIM, (unsigned long)row, (unsigned long)row / 2, context, device.c_str(), budget,
+		    context / 20, steps);
+	std::printf("%-10s %16s %12s %14s %14s %16s\n", "full", "dev KB/select", "vs off", "V rows high", "V rows both",
+		    "attn out error");
+	for (double full : {-1.0, 1.0, 0.5, 0.25, 0.1, 0.0}) {
+		kv::KvOptions o;
+		o.device = device;
+		o.backend = "emulated";
+		o.recent_tokens = context / 20;
+		o.cpu_budget = (uint64_t)context * 2 * row / 4;
+		o.planes.on = full >= 0;
+		o.planes.full = std::max(full, 0.0);
+		std::unique_ptr<kv::KvStore> s;
+		std::string err;
+		if (kv::KvStore::open(shape, o, s, err))
+			die(err);
+		for (uint32_t t = 0; t < context; t++)
+			if (s->append(0, &ks[(size_t)t * dims], &vs[(size_t)t * dims]) < 0)
+				die("append failed: " + s->error());
+		const kv::KvStats before = s->stats();
+		double error = 0;
+		kv::KvSelection sel;
+		std::vector<float> q((size_t)QH * HEAD_DIM);
+		for (uint32_t step = 0; step < steps; step++) {
+			if (s->append(0, &ks[(size_t)(context + step) * dims], &vs[(size_t)(context + step) * dims]) < 0)
+				die("append failed: " + s->error());
+			for (uint32_t h = 0; h < QH; h++)
+				for (uint32_t e = 0; e < HEAD_DIM; e++) {
+					const size_t i = h * HEAD_DIM + e;
+					q[i] = dir[(h / g) * HEAD_DIM + e] + 0.5f * ((float)(((i + step * 31) * 2654435761u) % 1024) / 512.0f - 1.0f);
+				}
+			if (s->select(0, q.data(), budget, sel) < 0)
+				die("select failed: " + s->error());
+			// The same selection with every row at full precision: the rows as appended.
+			const size_t n = sel.positions.size();
+			std::vector<uint16_t> fk(n * dims), fv(n * dims);
+			for (size_t i = 0; i < n; i++) {
+				std::memcpy(&fk[i * dims], &ks[(size_t)sel.positions[i] * dims], row);
+				std::memcpy(&fv[i * dims], &vs[(size_t)sel.positions[i] * dims], row);
+			}
+			const auto y = attend(q, fk.data(), fv.data(), n);
+			const auto yp = attend(q, reinterpret_cast<const uint16_t *>(sel.k.data()),
+					       reinterpret_cast<const uint16_t *>(sel.v.data()), n);
+			double dn = 0, yn = 0;
+			for (size_t i = 0; i < y.size(); i++)
+				dn += (y[i] - yp[i]) * (y[i] - yp[i]), yn += y[i] * y[i];
+			error += std::sqrt(dn / yn) / steps;
+		}
+		const kv::KvStats a = s->stats();
+		static double off_bytes = 0;
+		const double bytes = (double)(a.storage.bytes_read - before.storage.bytes_read) / steps;
+		if (full < 0)
+			off_bytes = bytes;
+		char name[16];
+		std::snprintf(name, sizeof(name), full < 0 ? "off" : "%.2f", full);
+		std::printf("%-10s %16.1f %11.1f%% %14.1f %14.1f %16.2e\n", name, bytes / 1024, 100 * bytes / off_bytes,
+			    (double)(a.plane_high_rows - before.plane_high_rows) / steps,
+			    (double)(a.plane_full_rows - before.plane_full_rows) / steps, error);
+		std::fflush(stdout);
+	}
+	std::printf("full: the fraction of each select's top-k (by score) whose spilled V rows are read in full; off: the "
+		    "option off. dev KB: bytes the pool read per select (4 KiB blocks of the selected rows, whole slabs of "
+		    "pages coming back to memory); V rows high/both: spilled V rows per select read with the high plane "
+		    "alone / with both; error: |y - y'| / |y| of the attention output over the selection (all query heads), "
+		    "y' with the rows as fetched, y with the rows as appended, mean of the selects.\n");
+}
+
 } // namespace
 
 int main(int argc, char **argv)
 {
+	if (argc >= 3 && std::strcmp(argv[1], "--planes") == 0) {
+		const uint32_t c = argc > 3 ? (uint32_t)std::atoi(argv[3]) : 4096;
+		if (argc > 4)
+			run_planes(argv[2], c, (uint32_t)std::atoi(argv[4]));
+		else
+			for (uint32_t kvh : {32u, 8u})
+				run_planes(argv[2], c, kvh);
+		return 0;
+	}
 	if (argc >= 2 && std::strcmp(argv[1], "--aerp") == 0) {
 		run_aerp(argc > 2 ? (uint32_t)std::atoi(argv[2]) : 512, argc > 3 ? (uint32_t)std::atoi(argv[3]) : 128);
 		return 0;
 	}
 	if (argc < 2) {
 		std::fprintf(stderr, "usage: bench_kv_decode DEVICE [contexts (4096,8192,16384,32768)] [batches (1,8)] "
-				     "[measured layers (1)] [steps (3)] [heavy page period (16; 0 = uniform keys)]\n       bench_kv_decode --aerp [context (512)] [budget (128)]\nDEVICE: a block device or file, overwritten; it needs "
+				     "[measured layers (1)] [steps (3)] [heavy page period (16; 0 = uniform keys)]\n       bench_kv_decode --aerp [context (512)] [budget (128)]\n       bench_kv_decode --planes DEVICE [context (4096)] [kv heads (32 and 8)]\nDEVICE: a block device or file, overwritten; it needs "
 				     "about 1.4 x 16 KiB x context x batch x layers bytes\nEach context and batch runs `ideal` (all KV in "
 				     "memory), `none` and `emulated`, then the SmartSSD timing model predicts each run on a card.\n");
 		return 2;
