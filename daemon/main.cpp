@@ -26,6 +26,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -100,7 +101,7 @@ int stdout_written()
 int main(int argc, char **argv)
 {
 	std::string config = "/etc/llmcache/llmcached.conf", budget = "256MiB", region = "1GiB", emu_bw = "4GB/s",
-		    backend = "none", estimator = "exact", mode = "kv", timeout = "5s";
+		    backend = "none", estimator = "exact", mode = "kv", timeout = "5s", planes = "off";
 	llmcached::BpfModeConfig bpf_cfg;
 	double emu_compute = 9.6e9;
 	kv::ServerConfig cfg;
@@ -146,6 +147,7 @@ int main(int argc, char **argv)
 		("kv-score-block", po::value(&score_block)->default_value(score_block), ("tokens per Score Block, 1-" + std::to_string(CSD_MAX_BLOCK)).c_str())
 		("kv-beta", po::value(&o.beta)->default_value(o.beta), "CPU:storage split of the KV (HillInfer's beta): 0 off, > 0 fixed (at most 1e6), -1 adaptive")
 		("kv-queue-depth", po::value(&queue_depth)->default_value(queue_depth), "io_uring requests in flight, 1-4096")
+		("kv-planes", po::value(&planes)->default_value(planes), "two-plane precision (kv.md): off, or the fraction 0-1 of each select's top-k whose spilled V rows are read in full; the others' are read as their high byte plane alone")
 		("kv-trace", po::value(&o.trace)->value_name("FILE"), "write each session's KV trace (what the KV policy decided and from what, for llmkvreplay) to FILE.SESSION; off by default")
 		("emu-bandwidth", po::value(&emu_bw)->default_value(emu_bw), "emulated backend: flash-to-FPGA bandwidth (> 0)")
 		("emu-compute", po::value(&emu_compute)->default_value(emu_compute), "emulated backend: multiply-accumulates/s (> 0)");
@@ -208,6 +210,13 @@ int main(int argc, char **argv)
 		o.emulated.compute_rate = emu_compute;
 		check(o.beta == -1 || (o.beta >= 0 && o.beta <= 1e6), "kv-beta", std::to_string(o.beta),
 		      "use 0 (off), a fixed split up to 1e6, or -1 (adaptive)");
+		if (planes != "off") {
+			char *end = nullptr;
+			o.planes.full = std::strtod(planes.c_str(), &end);
+			check(!planes.empty() && *end == 0 && o.planes.full >= 0 && o.planes.full <= 1, "kv-planes", planes,
+			      "use off or a fraction from 0 to 1");
+			o.planes.on = true;
+		}
 		if (backend != "none" && backend != "emulated" && backend != "xrt")
 			throw po::error("--kv-backend " + backend + ": use none, emulated or xrt");
 		o.backend = backend;

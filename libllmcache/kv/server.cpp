@@ -884,6 +884,7 @@ std::string Server::open_session(Conn &c, const proto::Header &h, const proto::O
 		s->aerp = true;
 		s->opts.device.clear();
 		s->opts.trace.clear();
+		s->opts.planes = {}; // nothing spills: no planes
 		s->opts.aerp.budget = a.budget;
 		s->opts.aerp.d_model = a.d_model;
 	}
@@ -938,6 +939,9 @@ std::string Server::status(const Conn &c) const
 			out += " aerp_tokens " + std::to_string(st.aerp_tokens) + " aerp_x_tokens " + std::to_string(st.aerp_x_tokens) +
 			       " aerp_bytes " + std::to_string(st.aerp_bytes) + " aerp_evicted_tokens " +
 			       std::to_string(st.aerp_evicted_tokens) + " aerp_recomputed " + std::to_string(st.aerp_recomputed);
+		if (s->opts.planes.on)
+			out += " plane_high_rows " + std::to_string(st.plane_high_rows) + " plane_full_rows " +
+			       std::to_string(st.plane_full_rows);
 		out += "\n";
 	}
 	return out;

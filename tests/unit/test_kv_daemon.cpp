@@ -267,6 +267,55 @@ void daemon__bad_option_or_missing_device__clear_refusal(void **)
 	assert_non_null(std::strstr(read_log().c_str(), "failed to start: cannot open the KV device"));
 }
 
+// --kv-planes: a bad fraction is refused; with 0 every session reads its spilled top-k V rows as their
+// high byte plane alone (Documentation/kv.md, "Two-plane precision"): K rows and the always-kept
+// tokens' V rows whole, the others' whole or with their low bytes zeroed, and some of them zeroed.
+void daemon__kv_planes__refused_out_of_range_and_truncates_low_rows(void **)
+{
+	auto a = args();
+	a.insert(a.end(), {"--kv-planes", "1.5"});
+	assert_int_equal(wait_exit(start(a)), 2);
+	assert_non_null(std::strstr(read_log().c_str(), "--kv-planes 1.5: use off or a fraction from 0 to 1"));
+	a = args();
+	a.insert(a.end(), {"--kv-planes", "0"});
+	const pid_t pid = start(a);
+	assert_true(wait_for(g_dir + "/sock", true));
+	llmcache_kv *kv;
+	assert_int_equal(llmcache_kv_open((g_dir + "/sock").c_str(), &shape, &kv), 0);
+	std::mt19937 rng(5);
+	std::vector<uint8_t> k(400 * 64), v(400 * 64);
+	for (size_t i = 0; i < k.size(); i++)
+		k[i] = (uint8_t)(i & 1 ? rng() & 0x3b : rng());
+	for (auto &b : v)
+		b = (uint8_t)(rng() | 1); // no low byte is zero: a truncated row is told from a whole one
+	for (uint32_t t = 0; t < 400; t += 16)
+		assert_int_equal(llmcache_kv_append(kv, 0, &k[t * 64], &v[t * 64], 16), 0);
+	std::vector<float> q(8 * 16);
+	std::normal_distribution<float> nd;
+	uint32_t truncated = 0;
+	for (int step = 0; step < 3; step++) {
+		for (float &x : q) // the top-k spread over the spilled pages
+			x = nd(rng);
+		llmcache_kv_selection sel;
+		assert_int_equal(llmcache_kv_select(kv, 0, q.data(), 64, &sel), 0);
+		for (uint32_t i = 0; i < sel.n; i++) {
+			const uint32_t p = sel.positions[i];
+			const uint8_t *sv = (const uint8_t *)sel.v + i * 64, *want = &v[p * 64];
+			assert_memory_equal((const uint8_t *)sel.k + i * 64, &k[p * 64], 64);
+			if (std::memcmp(sv, want, 64) == 0)
+				continue;
+			assert_true(p >= 16 && p < 400 - 32); // neither sink nor recent
+			for (int b = 0; b < 64; b++)
+				assert_int_equal(sv[b], b & 1 ? want[b] : 0);
+			truncated++;
+		}
+	}
+	assert_true(truncated > 0);
+	llmcache_kv_close(kv);
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+}
+
 } // namespace
 
 int main()
@@ -275,6 +324,7 @@ int main()
 		cmocka_unit_test(daemon__config_serve_sigterm__clean_exit),
 		cmocka_unit_test(daemon__killed_mid_spill_restarted__serves_only_new_data),
 		cmocka_unit_test(daemon__bad_option_or_missing_device__clear_refusal),
+		cmocka_unit_test(daemon__kv_planes__refused_out_of_range_and_truncates_low_rows),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
