@@ -2,8 +2,8 @@
 // Two-plane precision (Documentation/kv.md, "Two-plane precision"): the split of elements into a high
 // and a low plane and the merge back are bit-exact for fp16, bf16 and fp32; the high plane alone gives
 // each element with its low half zeroed; the decision of which selected tokens get both planes ranks
-// them as the selection does; and a store with the option on a device file reads fewer bytes for the
-// low-importance tokens' V rows, returns them truncated, and returns full rows for the others.
+// them as the selection does; and a store with the option on a device file (fp16, and fp32) reads fewer
+// bytes for the low-importance tokens' V rows, returns them truncated, and full rows for the others.
 // Devices: a loop device over a file in /tmp when root, else a file in /var/tmp, removed at the end.
 #include "cmocka_cpp.hpp"
 #include "kv_test_device.hpp"
@@ -86,15 +86,22 @@ void open__bad_planes_options__refused(void **)
 	assert_int_equal(KvStore::open(s, o, kv, err), -EINVAL);
 }
 
-// 32 KV heads x 128, fp16 (a multi-head-attention model): 8 KiB rows, pages of 32: a row's high plane
-// is one 4 KiB block, its two planes two, as is the whole row without planes. (With rows of less than
-// 4 KiB scattered rows cost a block either way and the planes save nothing: Documentation/kv.md.)
-constexpr uint32_t HEADS = 32, DIMS = HEADS * 128, ROW = 2 * DIMS, N = 1200;
+// 8 KiB rows, pages of 32: 32 KV heads x 128 in fp16 (a multi-head-attention model), or 16 in fp32: a
+// row's high plane is one 4 KiB block, its two planes two, as is the whole row without planes. (With
+// rows of less than 4 KiB scattered rows cost a block either way: Documentation/kv.md.) Set by each
+// store test before it runs.
+uint32_t DTYPE = CSD_FP16, ELEM = 2, HEADS = 32, DIMS = HEADS * 128, ROW = 2 * DIMS;
+constexpr uint32_t N = 1200;
+
+void set_geometry(uint32_t dtype)
+{
+	DTYPE = dtype, ELEM = dtype == CSD_FP32 ? 4 : 2, HEADS = 64 / ELEM, DIMS = HEADS * 128, ROW = ELEM * DIMS;
+}
 
 std::unique_ptr<KvStore> make_store(bool planes, double full, const std::vector<uint8_t> &k, const std::vector<uint8_t> &v)
 {
 	KvShape s;
-	s.layers = 1, s.q_heads = HEADS, s.kv_heads = HEADS, s.head_dim = 128, s.dtype = CSD_FP16, s.max_context = 8192;
+	s.layers = 1, s.q_heads = HEADS, s.kv_heads = HEADS, s.head_dim = 128, s.dtype = DTYPE, s.max_context = 8192;
 	KvOptions o;
 	o.device = make_device(96 << 20);
 	o.page_tokens = 32, o.sink_tokens = 4, o.recent_tokens = 64, o.score_block = 16, o.queue_depth = 8;
@@ -113,7 +120,7 @@ std::unique_ptr<KvStore> make_store(bool planes, double full, const std::vector<
 // The scores the store ranks by, computed here from the keys with the same kernel.
 std::vector<float> scores_of(const std::vector<uint8_t> &k, const std::vector<float> &q)
 {
-	llmcache::csd::KvGeometry g{HEADS, HEADS, 128, CSD_FP16, 32};
+	llmcache::csd::KvGeometry g{HEADS, HEADS, 128, DTYPE, 32};
 	std::vector<uint8_t> payload(8ull * DIMS + (size_t)N * ROW);
 	std::memcpy(payload.data() + 8ull * DIMS, k.data(), k.size());
 	std::vector<float> out(N);
@@ -125,13 +132,22 @@ std::vector<float> scores_of(const std::vector<uint8_t> &k, const std::vector<fl
 	return out;
 }
 
-void select__planes_on__fewer_bytes_truncated_low_full_important(void **)
+void store_test(uint32_t dtype)
 {
+	set_geometry(dtype);
 	std::mt19937_64 rng(41);
 	std::vector<uint8_t> k((size_t)N * ROW), v((size_t)N * ROW);
-	for (size_t i = 0; i < k.size() / 2; i++) {
-		const uint16_t hk = (uint16_t)((rng() & 0x83ff) | (12 + rng() % 6) << 10), hv = (uint16_t)rng();
-		std::memcpy(&k[2 * i], &hk, 2), std::memcpy(&v[2 * i], &hv, 2);
+	for (auto &b : v)
+		b = (uint8_t)rng();
+	for (size_t i = 0; i < k.size() / ELEM; i++) {
+		// keys: finite, of magnitude 1/8 to 8, random signs
+		if (ELEM == 2) {
+			const uint16_t hk = (uint16_t)((rng() & 0x83ff) | (12 + rng() % 6) << 10);
+			std::memcpy(&k[2 * i], &hk, 2);
+		} else {
+			const uint32_t fk = (uint32_t)((rng() & 0x807fffff) | (124 + rng() % 6) << 23);
+			std::memcpy(&k[4 * i], &fk, 4);
+		}
 	}
 	const double full = 0.25;
 	auto off = make_store(false, full, k, v), on = make_store(true, full, k, v);
@@ -174,10 +190,8 @@ void select__planes_on__fewer_bytes_truncated_low_full_important(void **)
 				continue;
 			}
 			truncated++;
-			for (uint32_t d = 0; d < DIMS; d++) {
-				assert_int_equal(s_on.v[i * ROW + 2 * d], 0);
-				assert_int_equal(s_on.v[i * ROW + 2 * d + 1], v[(size_t)p * ROW + 2 * d + 1]);
-			}
+			for (uint32_t b = 0; b < ROW; b++) // each element's low half zero, its high half as appended
+				assert_int_equal(s_on.v[i * ROW + b], b % ELEM < ELEM / 2 ? 0 : v[(size_t)p * ROW + b]);
 		}
 		assert_int_equal(a_on.plane_high_rows - b_on.plane_high_rows, truncated);
 		high_rows += truncated;
@@ -194,6 +208,9 @@ void select__planes_on__fewer_bytes_truncated_low_full_important(void **)
 	}
 }
 
+void select__planes_on_fp16__fewer_bytes_truncated_low_full_important(void **) { store_test(CSD_FP16); }
+void select__planes_on_fp32__fewer_bytes_truncated_low_full_important(void **) { store_test(CSD_FP32); }
+
 } // namespace
 
 int main()
@@ -204,7 +221,8 @@ int main()
 		cmocka_unit_test(planes__fp16_high_only__within_documented_error),
 		cmocka_unit_test(precision__fraction__worst_scores_high_only),
 		cmocka_unit_test(open__bad_planes_options__refused),
-		cmocka_unit_test(select__planes_on__fewer_bytes_truncated_low_full_important),
+		cmocka_unit_test(select__planes_on_fp16__fewer_bytes_truncated_low_full_important),
+		cmocka_unit_test(select__planes_on_fp32__fewer_bytes_truncated_low_full_important),
 	};
 	const int r = cmocka_run_group_tests(tests, nullptr, nullptr);
 	cleanup_devices();
