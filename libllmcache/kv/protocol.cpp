@@ -66,7 +66,7 @@ bool ShmLayout::of(const Open &o, ShmLayout &l)
 	const uint64_t row_elems = (uint64_t)o.kv_heads * o.head_dim, q_elems = (uint64_t)o.q_heads * o.head_dim;
 	if (row_elems == 0 || row_elems > LIMIT / 16 || q_elems > LIMIT / 16)
 		return false;
-	const uint64_t row = row_elems * (o.dtype == CSD_FP32 ? 4 : 2), q = q_elems * 4;
+	const uint64_t row = row_elems * csd_dtype_bytes(o.dtype), q = q_elems * 4;
 	if (o.append_batch > LIMIT / 4 / row || o.max_budget > LIMIT / 4 / row)
 		return false;
 	auto align = [](uint64_t x) { return (x + 63) & ~63ull; };
@@ -88,7 +88,7 @@ bool ShmLayout::of(const OpenAerp &a, ShmLayout &l)
 	if (!of(o, l))
 		return false;
 	// Each product is bounded before it is multiplied again (of() bounded kv_heads x head_dim).
-	const uint64_t dims = (uint64_t)o.kv_heads * o.head_dim, elem = o.dtype == CSD_FP32 ? 4 : 2;
+	const uint64_t dims = (uint64_t)o.kv_heads * o.head_dim, elem = csd_dtype_bytes(o.dtype);
 	const uint64_t heads = (uint64_t)o.max_budget * o.kv_heads, x = (uint64_t)a.d_model * elem;
 	if (heads > LIMIT || x > LIMIT / 4 || (uint64_t)o.append_batch * x > LIMIT || a.d_model > LIMIT / 4 / dims ||
 	    (uint64_t)a.d_model * dims * 4 > LIMIT / 4 / (o.layers ? o.layers : 1))

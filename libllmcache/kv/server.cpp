@@ -701,7 +701,7 @@ void Server::execute(Session &s, Done &d)
 				 "llmcache_kv_open_aerp and d_model > 0";
 			return;
 		}
-		const uint64_t x_row = (uint64_t)s.opts.aerp.d_model * (s.shape.dtype == CSD_FP32 ? 4 : 2);
+		const uint64_t x_row = (uint64_t)s.opts.aerp.d_model * csd_dtype_bytes(s.shape.dtype);
 		if (a.n_tokens > s.shape.append_batch || a.layer >= s.shape.layers) {
 			r.status = -EINVAL;
 			d.text = "append of " + std::to_string(a.n_tokens) + " tokens to layer " + std::to_string(a.layer) +
