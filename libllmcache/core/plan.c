@@ -38,7 +38,7 @@ uint64_t llc_plan_mapped_budget(uint64_t configured, const struct llc_memcg_snap
 /* The room the stream asks for, before the cap of llc_plan_stream_room. */
 static uint64_t stream_need(uint64_t readahead, uint64_t loop_bytes, uint64_t room)
 {
-	uint64_t need = 6 * readahead, streamed;
+	uint64_t need = 8 * readahead, streamed;
 
 	if (loop_bytes > room) {
 		streamed = llc_div_u64(loop_bytes - room, 3);

@@ -194,7 +194,8 @@ bool Manager::mapped_files_fit() const
 
 // What is read ahead of an mmap engine: four stream units (the kernel's read-around of a fault is one,
 // centred on it), an eighth of the engine's memory limit at most. With the two units the drop of passed
-// blocks lags, it makes the six of the stream's room (llc_plan_stream_room).
+// blocks lags, that is six; the stream's room holds eight (llc_plan_stream_room), for what a fault reads
+// around before the window and the reads in flight.
 uint64_t Manager::window_bytes() const
 {
 	return llc_plan_window(stream_unit(), memcg_limit_);

@@ -53,27 +53,28 @@ static void plan_mapped_budget__none_when_it_fits_else_the_stream_room_left_out(
 	(void)state;
 	/* 604 MiB of weights fit beside the context and the kept code: no pins. */
 	assert_int_equal(llc_plan_mapped_budget(1024 * MiB, &m, 16 * MiB, 8 * MiB, 604 * MiB), 0);
-	/* At 650 MiB they do not: the room besides the engine is 493 MiB, the stream takes six windows. */
+	/* At 650 MiB they do not: the room besides the engine is 493 MiB, the stream takes eight windows. */
 	m.limit = 650 * MiB;
-	assert_int_equal(llc_plan_mapped_budget(1024 * MiB, &m, 16 * MiB, 8 * MiB, 604 * MiB), 493 * MiB - 48 * MiB);
+	assert_int_equal(llc_plan_mapped_budget(1024 * MiB, &m, 16 * MiB, 8 * MiB, 604 * MiB), 493 * MiB - 64 * MiB);
 	assert_int_equal(llc_plan_mapped_budget(300 * MiB, &m, 16 * MiB, 8 * MiB, 604 * MiB), 300 * MiB);
 	/* The window the caller passes is not read: the planner sets it. */
 	m.window = 400 * MiB;
-	assert_int_equal(llc_plan_mapped_budget(1024 * MiB, &m, 16 * MiB, 8 * MiB, 604 * MiB), 493 * MiB - 48 * MiB);
+	assert_int_equal(llc_plan_mapped_budget(1024 * MiB, &m, 16 * MiB, 8 * MiB, 604 * MiB), 493 * MiB - 64 * MiB);
 	/* An engine that outgrew its limit leaves nothing, without wrapping round. */
 	m.anon = 700 * MiB;
 	assert_int_equal(llc_plan_mapped_budget(1024 * MiB, &m, 16 * MiB, 8 * MiB, 604 * MiB), 0);
 }
 
-static void plan_stream_room__six_windows_or_a_third_of_what_is_left_out_at_most_two_thirds(void **state)
+static void plan_stream_room__eight_windows_or_a_third_of_what_is_left_out_at_most_two_thirds(void **state)
 {
 	(void)state;
-	/* The loops nearly fit: six 8 MiB read-ahead windows. */
-	assert_int_equal(llc_plan_stream_room(8 * MiB, 604 * MiB, 538 * MiB), 48 * MiB);
+	/* The loops nearly fit: eight 8 MiB read-ahead windows (four ahead of the engine, the read-around of
+	 * its fault, two of drop lag and one in flight). */
+	assert_int_equal(llc_plan_stream_room(8 * MiB, 604 * MiB, 538 * MiB), 64 * MiB);
 	/* Less than half the room they need: a third of the 334 MiB left out. */
 	assert_int_equal(llc_plan_stream_room(8 * MiB, 604 * MiB, 270 * MiB), 334 * MiB / 3);
-	/* The loops fit: six windows still, for the read-around of the first pass. */
-	assert_int_equal(llc_plan_stream_room(8 * MiB, 100 * MiB, 538 * MiB), 48 * MiB);
+	/* The loops fit: eight windows still, for the read-around of the first pass. */
+	assert_int_equal(llc_plan_stream_room(8 * MiB, 100 * MiB, 538 * MiB), 64 * MiB);
 	/* Never more than two thirds of the room: the head keeps the rest. */
 	assert_int_equal(llc_plan_stream_room(8 * MiB, 604 * MiB, 190 * MiB), 190 * MiB / 3 * 2);
 	assert_int_equal(llc_plan_stream_room(8 * MiB, 604 * MiB, 30 * MiB), 20 * MiB);
@@ -92,8 +93,10 @@ static void plan_read_ahead__not_where_the_stream_room_is_at_its_cap(void **stat
 	/* The line: what is left out is twice the room. */
 	assert_true(llc_plan_read_ahead(8 * MiB, 603 * MiB, 201 * MiB));
 	assert_false(llc_plan_read_ahead(8 * MiB, 606 * MiB, 201 * MiB));
-	/* Fits, or too small a room even for six read-ahead windows. */
+	/* Fits, or too small a room for eight read-ahead windows in two thirds of it. */
 	assert_true(llc_plan_read_ahead(8 * MiB, 100 * MiB, 538 * MiB));
+	assert_true(llc_plan_read_ahead(8 * MiB, 100 * MiB, 96 * MiB));
+	assert_false(llc_plan_read_ahead(8 * MiB, 100 * MiB, 90 * MiB));
 	assert_false(llc_plan_read_ahead(8 * MiB, 604 * MiB, 30 * MiB));
 }
 
@@ -327,7 +330,7 @@ int main(void)
 		cmocka_unit_test(plan_budget__limit__what_anon_code_window_and_margin_leave),
 		cmocka_unit_test(plan_fits__model_anon_and_code_against_the_limit),
 		cmocka_unit_test(plan_mapped_budget__none_when_it_fits_else_the_stream_room_left_out),
-		cmocka_unit_test(plan_stream_room__six_windows_or_a_third_of_what_is_left_out_at_most_two_thirds),
+		cmocka_unit_test(plan_stream_room__eight_windows_or_a_third_of_what_is_left_out_at_most_two_thirds),
 		cmocka_unit_test(plan_read_ahead__not_where_the_stream_room_is_at_its_cap),
 		cmocka_unit_test(plan_window__four_units_at_most_an_eighth_of_the_limit),
 		cmocka_unit_test(plan_prefetch__pinned_head__window_after_position_then_only_what_is_new),

@@ -9,7 +9,7 @@
 # of a 96 MiB loop read with pread, what the cgroup leaves besides the decoder and three 4 MiB read-ahead
 # windows (llc_plan_read_budget); of a 160 MiB loop mapped (96 MiB would fit beside
 # the decoder, and the planner pins nothing then), what the cgroup leaves besides the decoder, 16 MiB
-# of code, six 4 MiB stream units and a margin of two. Then, while the decoder keeps decoding, a second
+# of code, eight 4 MiB stream units and a margin of two. Then, while the decoder keeps decoding, a second
 # process in the cgroup (build/kselftest/llmcache_anon_grow) touches anonymous memory 8 MiB at a time up to LIMIT minus
 # 16 MiB, into the room the pins hold, and holds it for a few seconds. Checked: no OOM kill in the
 # cgroup (memory.events oom_kill on cgroup v2, memory.oom_control oom_kill on v1), both processes
@@ -109,7 +109,7 @@ wait_pinned() { # what
 run_one() { # access: one engine run under the growth
 	access=$1 wl=$LLMCACHE_SCRATCH/oom-wl-$1
 	if [ "$access" = mmap ]; then
-		weights_mib=160 most=$(((limit_mib - 16 - 24 - 8) * mib / 4096))
+		weights_mib=160 most=$(((limit_mib - 16 - 32 - 8) * mib / 4096))
 	else
 		weights_mib=96 most=$(((limit_mib - 3 * 4) * mib / 4096)) # llc_plan_read_budget: 3 windows of 4 MiB
 	fi
