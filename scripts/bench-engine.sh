@@ -193,7 +193,7 @@ for spec in $models; do
 	record_trace "$model" "$out/$name.trace" $(( fit_anon + model_bytes * 80 / 100 ))
 	echo
 	echo "model $name: $((model_bytes >> 20)) MiB (llmworkload gguf ${opts//,/ }), disk $(basename "$sysdev") at $((bw / 1000000)) MB/s," \
-		"read-ahead $(cat "$sysdev/queue/read_ahead_kb") KiB; no limit: $fit_tps tokens/s, anonymous memory $((fit_anon >> 20)) MiB, code mapped $((fit_code >> 20)) MiB"
+		"read-ahead $(cat "$sysdev/queue/read_ahead_kb") KiB; no limit: $(printf %.2f "$fit_tps") tokens/s, anonymous memory $((fit_anon >> 20)) MiB, code mapped $((fit_code >> 20)) MiB"
 	[ -s "$out/$name.trace" ] && echo "trace for the predictions: $out/$name.trace, recorded with the engine's anonymous memory and 80% of the model as the limit" ||
 		echo "no predictions: llmtrace could not record the engine ($(tail -n 1 "$out/llmtrace.err"))"
 	printf '%-9s %-5s %-18s %9s %8s %14s %10s %10s %13s %11s %10s %13s  %s\n' limit "%" mode tokens/s "x stock" "MB read/token" \
