@@ -28,6 +28,8 @@ struct llmcache_kv {
 	llmcache_kv_shape shape{};
 	uint64_t session = 0, row = 0, x_row = 0;
 	bool aerp = false;
+	bool memory = false;  // opened with the compressed memory
+	bool readout = false; // the last call was a select that succeeded: the readout in shm is its own
 	uint32_t seq = 0, appended = 0;
 	uint32_t timeout_ms = LLMCACHE_KV_TIMEOUT_MS;
 	std::string error;
@@ -59,6 +61,7 @@ int call(llmcache_kv *kv, uint16_t type, const void *payload, size_t len, int fd
 		cm->cmsg_len = CMSG_LEN(sizeof(int));
 		std::memcpy(CMSG_DATA(cm), &fd, sizeof(int));
 	}
+	kv->readout = false;
 	if (kv->sock < 0)
 		return fail(kv, -ENOTCONN, "the connection to llmcached was closed after an earlier error: open a new session");
 	auto timed_out = [&] {
@@ -122,8 +125,10 @@ int connect_to(llmcache_kv *kv, const char *socket_path)
 	return 0;
 }
 
-// OPEN, or OPEN_AERP when aerp is given: its W_K and W_V are copied into the shared memory first.
-int open_session(const char *socket_path, const llmcache_kv_shape *shape, const llmcache_kv_aerp *aerp, llmcache_kv **out)
+// OPEN, or OPEN_AERP when aerp is given (OPEN_MEMORY with memory too): its W_K and W_V are copied into
+// the shared memory first.
+int open_session(const char *socket_path, const llmcache_kv_shape *shape, const llmcache_kv_aerp *aerp,
+		 const llmcache_kv_memory *memory, llmcache_kv **out)
 {
 	auto *kv = new (std::nothrow) llmcache_kv();
 	*out = kv;
@@ -134,6 +139,7 @@ int open_session(const char *socket_path, const llmcache_kv_shape *shape, const 
 			   shape->max_context, shape->max_budget, shape->append_batch},
 			  0, 0};
 	const proto::Open &o = a.open;
+	proto::OpenMemory om{};
 	if (aerp) {
 		if (aerp->d_model && (!aerp->w_k || !aerp->w_v))
 			return fail(kv, -EINVAL, "AERP with d_model " + std::to_string(aerp->d_model) +
@@ -143,7 +149,14 @@ int open_session(const char *socket_path, const llmcache_kv_shape *shape, const 
 		kv->aerp = true;
 		kv->x_row = (uint64_t)aerp->d_model * (shape->dtype == LLMCACHE_KV_FP32 ? 4 : 2);
 	}
-	if (!(aerp ? proto::ShmLayout::of(a, kv->layout) : proto::ShmLayout::of(o, kv->layout)))
+	om.aerp = a;
+	if (memory) {
+		om.route_threshold = memory->route_threshold;
+		kv->memory = true;
+	}
+	if (!(memory ? proto::ShmLayout::of(om, kv->layout)
+	      : aerp ? proto::ShmLayout::of(a, kv->layout)
+		     : proto::ShmLayout::of(o, kv->layout)))
 		return fail(kv, -EINVAL, "session shape too large for shared memory");
 	kv->row = (uint64_t)shape->kv_heads * shape->head_dim * (shape->dtype == LLMCACHE_KV_FP32 ? 4 : 2);
 	if (int e = connect_to(kv, socket_path))
@@ -162,8 +175,9 @@ int open_session(const char *socket_path, const llmcache_kv_shape *shape, const 
 		std::memcpy(kv->shm + kv->layout.w_v, aerp->w_v, w);
 	}
 	proto::Reply r;
-	const int e = aerp ? call(kv, proto::OPEN_AERP, &a, sizeof(a), kv->memfd, r)
-			   : call(kv, proto::OPEN, &o, sizeof(o), kv->memfd, r);
+	const int e = memory ? call(kv, proto::OPEN_MEMORY, &om, sizeof(om), kv->memfd, r)
+		      : aerp ? call(kv, proto::OPEN_AERP, &a, sizeof(a), kv->memfd, r)
+			     : call(kv, proto::OPEN, &o, sizeof(o), kv->memfd, r);
 	if (e == 0)
 		kv->session = r.session;
 	return e;
@@ -194,7 +208,7 @@ extern "C" {
 
 int llmcache_kv_open(const char *socket_path, const llmcache_kv_shape *shape, llmcache_kv **out)
 {
-	return open_session(socket_path, shape, nullptr, out);
+	return open_session(socket_path, shape, nullptr, nullptr, out);
 }
 
 int llmcache_kv_open_aerp(const char *socket_path, const llmcache_kv_shape *shape, const llmcache_kv_aerp *aerp,
@@ -204,7 +218,31 @@ int llmcache_kv_open_aerp(const char *socket_path, const llmcache_kv_shape *shap
 		*out = nullptr;
 		return -EINVAL;
 	}
-	return open_session(socket_path, shape, aerp, out);
+	return open_session(socket_path, shape, aerp, nullptr, out);
+}
+
+int llmcache_kv_open_memory(const char *socket_path, const llmcache_kv_shape *shape, const llmcache_kv_aerp *aerp,
+			    const llmcache_kv_memory *memory, llmcache_kv **out)
+{
+	if (!aerp || !memory) {
+		*out = nullptr;
+		return -EINVAL;
+	}
+	return open_session(socket_path, shape, aerp, memory, out);
+}
+
+int llmcache_kv_memory_readout(llmcache_kv *kv, const float **readout, const uint8_t **state)
+{
+	*readout = nullptr;
+	*state = nullptr;
+	if (!kv->memory)
+		return fail(kv, -EINVAL, "the session has no compressed memory: open it with llmcache_kv_open_memory");
+	if (!kv->readout)
+		return fail(kv, -EINVAL, "no readout: it comes with a select (llmcache_kv_select or _select_end) that "
+					 "succeeded, and lasts until the next call");
+	*readout = reinterpret_cast<const float *>(kv->shm + kv->layout.memory);
+	*state = kv->shm + kv->layout.memory_state;
+	return 0;
 }
 
 int llmcache_kv_append(llmcache_kv *kv, uint32_t layer, const void *k, const void *v, uint32_t n)
@@ -228,6 +266,7 @@ static int selection(llmcache_kv *kv, int e, const proto::Reply &r, llmcache_kv_
 {
 	*sel = {};
 	if (e == 0) {
+		kv->readout = kv->memory;
 		sel->n = r.count;
 		sel->positions = reinterpret_cast<const uint32_t *>(kv->shm + kv->layout.positions);
 		sel->k = kv->shm + kv->layout.out_k;

@@ -122,6 +122,15 @@ int KvStore::open(const KvShape &shape, const KvOptions &opt, std::unique_ptr<Kv
 		      std::to_string(opt.planes.full) + ") and the session cannot use AERP, which keeps no device";
 		return -EINVAL;
 	}
+	if (opt.memory.on && (!opt.aerp.budget || opt.memory.route_threshold >= shape.max_context)) {
+		err = !opt.aerp.budget
+			      ? "invalid compressed-memory options: the memory folds what AERP evicts, and a session "
+				"without AERP never drops a token; give it an AERP budget"
+			      : "invalid compressed-memory options: route threshold " +
+					std::to_string(opt.memory.route_threshold) + ": must be below max_context (" +
+					std::to_string(shape.max_context) + "), or the memory is never read";
+		return -EINVAL;
+	}
 	std::unique_ptr<KvStore> s(new KvStore());
 	s->shape_ = shape;
 	s->opt_ = opt;
@@ -129,6 +138,8 @@ int KvStore::open(const KvShape &shape, const KvOptions &opt, std::unique_ptr<Kv
 	s->pages_.resize(shape.layers);
 	if (opt.aerp.budget)
 		s->aerp_.resize(shape.layers);
+	if (opt.memory.on)
+		s->memory_.resize(shape.layers);
 	s->tokens_.assign(shape.layers, 0);
 	const uint64_t payload = std::max(s->geo_.k_payload(opt.page_tokens), opt.page_tokens * s->geo_.row_bytes());
 	s->slab_bytes_ = (sizeof(SlabHeader) + payload + SLAB_ALIGN - 1) / SLAB_ALIGN * SLAB_ALIGN;
@@ -688,8 +699,11 @@ KvStats KvStore::stats() const
 			s.aerp_bytes += t.bytes();
 		}
 	}
+	for (const policy::CompressedMemory &m : memory_)
+		if (!m.empty())
+			s.memory_bytes += m.kv_heads * policy::CompressedMemory::bytes_per_head(m.head_dim);
 	s.cpu_tokens += s.aerp_tokens;
-	s.cpu_bytes += s.aerp_bytes;
+	s.cpu_bytes += s.aerp_bytes + s.memory_bytes;
 	return s;
 }
 

@@ -19,12 +19,16 @@
  * every KV head of a layer keeps at most aerp.budget tokens chosen by accumulated attention, evicted
  * rows are freed, popular tokens keep their input vector x instead of K and V when that is smaller, and
  * select recomputes their K and V (x.W_K, x.W_V) and returns them as if they were stored.
+ * With KvOptions::memory on top of AERP (EdgeInfinite's compressed memory, policy_memory.hpp), what a
+ * head evicts is folded into that head's memory before its rows are freed, and select also returns the
+ * memory's readout for the query, when the layer's context is past the routing threshold.
  * One KvStore serves one session from one thread.
  */
 #pragma once
 #include "csd/backend.hpp"
 #include "kv/policy.hpp"
 #include "kv/policy_aerp.hpp"
+#include "kv/policy_memory.hpp"
 #include "kv/policy_select.hpp"
 #include "kvio/storage_pool.hpp"
 
@@ -80,6 +84,14 @@ struct KvOptions {
 		bool on = false;
 		double full = 0.5; // in [0, 1]
 	} planes;
+	// EdgeInfinite's compressed memory (policy_memory.hpp; Documentation/kv.md, "EdgeInfinite's
+	// compressed memory"): off by default. On (AERP sessions only: nothing else ever drops a token),
+	// every (token, KV head) the AERP eviction removes is folded into that head's M and z, and select
+	// returns sigma(q) M / (sigma(q) z) per query head when the layer's context exceeds route_threshold.
+	struct Memory {
+		bool on = false;
+		uint32_t route_threshold = 0; // tokens; below max_context
+	} memory;
 };
 
 struct KvSelection {
@@ -88,6 +100,10 @@ struct KvSelection {
 	// AERP sessions: positions.size() x kv_heads, 1 where that KV head keeps the token (its rows are
 	// zero where it does not, except for recomputed tokens, whose rows are whole); empty otherwise.
 	std::vector<uint8_t> heads;
+	// Sessions with the compressed memory: the readout, q_heads x head_dim floats, and per query head a
+	// policy::MemoryState (Short: not routed, Used, Empty); both empty otherwise.
+	std::vector<float> memory;
+	std::vector<uint8_t> memory_state;
 };
 
 struct KvStats {
@@ -108,12 +124,15 @@ struct KvStats {
 	StorageStats storage;
 	// AERP: tokens and bytes held now (K, V rows and x vectors; stats() counts them, and adds them to
 	// cpu_tokens and cpu_bytes), of which tokens
-	// stored as x; (token, head) pairs and whole tokens evicted; tokens recomputed by selects and the
-	// time that took.
+	// stored as x; (token, head) pairs and whole tokens evicted; tokens recomputed (by selects, and by
+	// folds into the compressed memory) and the time that took.
 	uint64_t aerp_tokens = 0, aerp_x_tokens = 0, aerp_bytes = 0;
 	uint64_t aerp_evicted_heads = 0, aerp_evicted_tokens = 0, aerp_recomputed = 0, aerp_recompute_ns = 0;
 	// Two-plane precision: spilled V rows fetched with the high plane alone, and with both planes.
 	uint64_t plane_high_rows = 0, plane_full_rows = 0;
+	// Compressed memory: (token, KV head) pairs folded, bytes of M and z held (stats() counts them, and
+	// adds them to cpu_bytes), selects that read it and selects the routing sent past it (short).
+	uint64_t memory_folded = 0, memory_bytes = 0, memory_reads = 0, memory_short = 0;
 };
 
 class KvStore {
@@ -158,6 +177,11 @@ public:
 	uint64_t budget() const; // the CPU pool's byte target under the split, at most cpu_budget
 	uint64_t hard_limit() const; // the CPU pool's bytes past which appends are refused
 	uint64_t row_bytes() const { return geo_.row_bytes(); }
+	// A layer's compressed memory; nullptr without the option, or before the layer evicted anything.
+	const policy::CompressedMemory *memory(uint32_t layer) const
+	{
+		return layer < memory_.size() && !memory_[layer].empty() ? &memory_[layer] : nullptr;
+	}
 
 private:
 	struct Page {
@@ -201,7 +225,12 @@ private:
 	int aerp_select(KvSelection &out);
 	// Token i's whole K and V rows: stored, zero for heads that dropped it, or recomputed from x.
 	void aerp_rows(uint32_t layer, size_t i, uint8_t *k, uint8_t *v);
+	// K = x.W_K and V = x.W_V of a token stored as x, every head's rows, timed in the stats.
+	void aerp_recompute_rows(uint32_t layer, const AerpToken &tk, uint8_t *k, uint8_t *v);
 	std::vector<AerpLayer> aerp_;
+	// Folds what an eviction removed (ev, from the keep mask `before`) into the layer's memory.
+	void memory_fold_evicted(uint32_t layer, const std::vector<policy::Eviction> &ev, const std::vector<uint8_t> &before);
+	std::vector<policy::CompressedMemory> memory_; // per layer, allocated at its first eviction
 	// What the policy functions decide from: the parameters, and the pages' states.
 	policy::Params params() const;
 	policy::PageInfo page_info(const Page &p) const { return {p.n_tokens, p.hits, (bool)p.k}; }

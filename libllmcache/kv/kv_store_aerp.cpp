@@ -10,6 +10,11 @@
  *    query per head over the tokens the head keeps, added to their importance (Kelle Eq. 3); returned
  *    are the retained tokens, all of them when they fit the select's budget, else sink, recent and the
  *    highest importance summed over the heads, with the per-head keep mask.
+ *  - with the compressed memory (KvOptions::memory, policy_memory.hpp): before the evicted rows are
+ *    freed, each (token, head) pair the eviction removed is folded into that head's M and z, with the
+ *    rows the token holds for it (recomputed from x for a token stored so); a select also returns the
+ *    memory's readout for its query, per query head, when the layer's context is past the routing
+ *    threshold.
  */
 #include "kv/kv_store.hpp"
 
@@ -19,6 +24,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <map>
 
 namespace llmcache::kv {
 
@@ -95,6 +101,8 @@ int KvStore::aerp_append(uint32_t layer, const void *k, const void *v, const voi
 	const std::vector<uint8_t> before = L.kept;
 	const std::vector<policy::Eviction> ev = policy::evict(prm, L.pos, n_total, L.kept, L.score);
 	stats_.aerp_evicted_heads += ev.size();
+	if (!memory_.empty())
+		memory_fold_evicted(layer, ev, before);
 	std::vector<uint32_t> touched;
 	for (const policy::Eviction &e : ev)
 		touched.push_back(e.token);
@@ -130,6 +138,59 @@ int KvStore::aerp_append(uint32_t layer, const void *k, const void *v, const voi
 	return 0;
 }
 
+void KvStore::aerp_recompute_rows(uint32_t layer, const AerpToken &tk, uint8_t *k, uint8_t *v)
+{
+	const auto t0 = std::chrono::steady_clock::now();
+	const uint32_t dims = geo_.dims(), d = opt_.aerp.d_model;
+	const size_t w_at = (size_t)layer * d * dims;
+	policy::recompute(tk.x.data(), shape_.dtype, opt_.aerp.w_k.data() + w_at, d, dims, k);
+	policy::recompute(tk.x.data(), shape_.dtype, opt_.aerp.w_v.data() + w_at, d, dims, v);
+	stats_.aerp_recomputed++;
+	stats_.aerp_recompute_ns +=
+		(uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// EdgeInfinite's compression (Eq. 5, 6) of what the eviction removes for good: head h's K and V rows of
+// each token it dropped, as the token holds them (its stored rows, the heads set in `before` in head
+// order; or every head's, recomputed from x once per token), folded in the order of ev: by head, and in
+// a head the lowest-ranked first.
+void KvStore::memory_fold_evicted(uint32_t layer, const std::vector<policy::Eviction> &ev,
+				  const std::vector<uint8_t> &before)
+{
+	if (ev.empty())
+		return;
+	const uint32_t H = shape_.kv_heads;
+	const uint64_t row = geo_.row_bytes(), head_bytes = row / H;
+	policy::CompressedMemory &mem = memory_[layer];
+	if (mem.empty())
+		mem = policy::CompressedMemory(H, shape_.head_dim);
+	const AerpLayer &L = aerp_[layer];
+	std::map<uint32_t, std::vector<uint8_t>> recomputed; // token: its K row, then its V row
+	for (const policy::Eviction &e : ev) {
+		const AerpToken &tk = L.tok[e.token];
+		const uint8_t *k, *v;
+		if (tk.form == Form::X) {
+			auto [it, fresh] = recomputed.try_emplace(e.token);
+			if (fresh) {
+				it->second.resize(2 * row);
+				aerp_recompute_rows(layer, tk, it->second.data(), it->second.data() + row);
+			}
+			k = it->second.data() + e.head * head_bytes;
+			v = it->second.data() + row + e.head * head_bytes;
+		} else {
+			uint32_t at = e.head; // Recent: every head's rows
+			if (tk.form == Form::Kv) {
+				const uint8_t *b = &before[(size_t)e.token * H];
+				at = (uint32_t)std::count(b, b + e.head, 1);
+			}
+			k = tk.k.data() + at * head_bytes;
+			v = tk.v.data() + at * head_bytes;
+		}
+		policy::memory_fold(mem, e.head, k, v, shape_.dtype);
+		stats_.memory_folded++;
+	}
+}
+
 void KvStore::aerp_rows(uint32_t layer, size_t i, uint8_t *k, uint8_t *v)
 {
 	const AerpLayer &L = aerp_[layer];
@@ -141,18 +202,8 @@ void KvStore::aerp_rows(uint32_t layer, size_t i, uint8_t *k, uint8_t *v)
 		std::memcpy(v, tk.v.data(), row);
 		return;
 	}
-	if (tk.form == Form::X) {
-		const auto t0 = std::chrono::steady_clock::now();
-		const uint32_t dims = geo_.dims(), d = opt_.aerp.d_model;
-		const size_t w_at = (size_t)layer * d * dims;
-		policy::recompute(tk.x.data(), shape_.dtype, opt_.aerp.w_k.data() + w_at, d, dims, k);
-		policy::recompute(tk.x.data(), shape_.dtype, opt_.aerp.w_v.data() + w_at, d, dims, v);
-		stats_.aerp_recomputed++;
-		stats_.aerp_recompute_ns += (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
-						    std::chrono::steady_clock::now() - t0)
-						    .count();
-		return;
-	}
+	if (tk.form == Form::X)
+		return aerp_recompute_rows(layer, tk, k, v);
 	std::memset(k, 0, row);
 	std::memset(v, 0, row);
 	uint32_t from = 0;
@@ -225,6 +276,13 @@ int KvStore::aerp_select(KvSelection &out)
 		std::memcpy(&out.k[j * row], &K[i * row], row);
 		std::memcpy(&out.v[j * row], &V[i * row], row);
 		std::memcpy(&out.heads[j * H], &L.kept[(size_t)i * H], H);
+	}
+	if (!memory_.empty()) { // EdgeInfinite's decompression (Eq. 7), with the long/short routing
+		const bool routed = policy::memory_routed(n_total, opt_.memory.route_threshold);
+		out.memory.resize((size_t)QH * D);
+		out.memory_state.resize(QH);
+		policy::memory_readout_all(memory_[layer], QH, H, D, routed, pd.q.data(), out.memory, out.memory_state);
+		(routed ? stats_.memory_reads : stats_.memory_short)++;
 	}
 	return 0;
 }

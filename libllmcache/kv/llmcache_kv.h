@@ -46,6 +46,22 @@ struct llmcache_kv_aerp {
 	const float *w_k, *w_v;
 };
 
+/* EdgeInfinite's compressed memory on top of AERP (Documentation/kv.md, "EdgeInfinite's compressed
+ * memory"): each (token, KV head) the AERP eviction removes is folded into that head's memory,
+ * M += sigma(k)^T v and z += sigma(k) with sigma = ELU + 1, instead of being lost; each select also
+ * returns the memory's readout for its query, sigma(q) M / (sigma(q) z) per query head, which the engine
+ * combines with its attention through its own gate. Short contexts skip the memory (EdgeInfinite's
+ * long/short routing): a layer's readout is used only once its context exceeds route_threshold tokens. */
+struct llmcache_kv_memory {
+	uint32_t route_threshold; /* tokens; below max_context; 0: read the memory whenever it holds something */
+};
+/* What a query head's readout is (llmcache_kv_memory_readout's state bytes). */
+enum llmcache_kv_memory_state {
+	LLMCACHE_KV_MEMORY_SHORT = 0, /* the layer's context is within route_threshold: not used, zero */
+	LLMCACHE_KV_MEMORY_USED = 1,  /* sigma(q) M / (sigma(q) z) */
+	LLMCACHE_KV_MEMORY_EMPTY = 2  /* nothing folded in that head's memory yet: zero */
+};
+
 /* No call waits for ever: a session's calls fail with -ETIMEDOUT when llmcached does not answer
  * within this many ms (the connection is then closed), a status query within its own timeout. */
 #define LLMCACHE_KV_TIMEOUT_MS 60000
@@ -58,6 +74,11 @@ int llmcache_kv_open(const char *socket_path, const struct llmcache_kv_shape *sh
  * and a select returns the retained tokens with their keep mask (llmcache_kv_selection_heads). */
 int llmcache_kv_open_aerp(const char *socket_path, const struct llmcache_kv_shape *shape,
 			  const struct llmcache_kv_aerp *aerp, llmcache_kv **out);
+/* Opens an AERP session with the compressed memory (struct llmcache_kv_memory); aerp as for
+ * llmcache_kv_open_aerp. A route_threshold not below max_context is refused (-EINVAL). */
+int llmcache_kv_open_memory(const char *socket_path, const struct llmcache_kv_shape *shape,
+			    const struct llmcache_kv_aerp *aerp, const struct llmcache_kv_memory *memory,
+			    llmcache_kv **out);
 /* Appends n tokens (n <= append_batch) to a layer: k and v hold n rows each. */
 int llmcache_kv_append(llmcache_kv *kv, uint32_t layer, const void *k, const void *v, uint32_t n);
 /* The same with each token's input vector x (n rows of d_model elements of the dtype), for AERP sessions
@@ -79,6 +100,11 @@ int llmcache_kv_select_end(llmcache_kv *kv, struct llmcache_kv_selection *sel);
  * the token (its K and V rows are zero where it does not, except for tokens recomputed from x, whose
  * rows are whole); valid like the selection. NULL for other sessions. */
 const uint8_t *llmcache_kv_selection_heads(const llmcache_kv *kv);
+/* Sessions with the compressed memory: the readout of the last select, q_heads rows of head_dim floats
+ * in *readout and q_heads bytes of enum llmcache_kv_memory_state in *state; valid like the selection,
+ * until the next call. -EINVAL (both NULL) for a session without the memory, or when the last call was
+ * not a select that succeeded. */
+int llmcache_kv_memory_readout(llmcache_kv *kv, const float **readout, const uint8_t **state);
 /* Discards every token of the session; the session stays open. */
 int llmcache_kv_drop(llmcache_kv *kv);
 /* Closes the session and frees kv. */

@@ -15,6 +15,8 @@ size_t payload_size(uint16_t type)
 		return sizeof(Open);
 	case OPEN_AERP:
 		return sizeof(OpenAerp);
+	case OPEN_MEMORY:
+		return sizeof(OpenMemory);
 	case APPEND:
 	case APPEND_X:
 		return sizeof(Append);
@@ -77,7 +79,7 @@ bool ShmLayout::of(const Open &o, ShmLayout &l)
 	l.out_k = align(l.positions + 4ull * o.max_budget);
 	l.out_v = align(l.out_k + o.max_budget * row);
 	l.size = (l.out_v + o.max_budget * row + 4095) & ~4095ull;
-	l.heads = l.in_x = l.w_k = l.w_v = l.size;
+	l.heads = l.in_x = l.w_k = l.w_v = l.memory = l.memory_state = l.size;
 	return true;
 }
 
@@ -100,6 +102,20 @@ bool ShmLayout::of(const OpenAerp &a, ShmLayout &l)
 	l.w_k = align(l.in_x + o.append_batch * x);
 	l.w_v = align(l.w_k + w);
 	l.size = (l.w_v + w + 4095) & ~4095ull;
+	l.memory = l.memory_state = l.size;
+	return l.size <= LIMIT;
+}
+
+bool ShmLayout::of(const OpenMemory &m, ShmLayout &l)
+{
+	constexpr uint64_t LIMIT = 1ull << 40;
+	if (!of(m.aerp, l))
+		return false;
+	const Open &o = m.aerp.open;
+	const uint64_t q_elems = (uint64_t)o.q_heads * o.head_dim; // bounded by of(Open)
+	l.memory = l.size;
+	l.memory_state = (l.memory + 4 * q_elems + 63) & ~63ull;
+	l.size = (l.memory_state + o.q_heads + 4095) & ~4095ull;
 	return l.size <= LIMIT;
 }
 

@@ -29,6 +29,7 @@ enum Type : uint16_t {
 	PAGECACHE_STATUS = 9, // no payload: the page-cache mode's status as "key value" lines (--mode=bpf)
 	OPEN_AERP = 10,	      // payload OpenAerp: OPEN of a Kelle AERP session (KvOptions::aerp), with its memfd
 	APPEND_X = 11,	      // payload Append: APPEND with each token's input vector x at ShmLayout::in_x
+	OPEN_MEMORY = 12,     // payload OpenMemory: OPEN_AERP with EdgeInfinite's compressed memory
 	REPLY = 0x80
 };
 
@@ -52,6 +53,13 @@ struct OpenAerp {
 	Open open;
 	uint32_t budget;  // tokens each KV head of a layer keeps
 	uint32_t d_model; // elements of a token's input vector; 0 = no recomputation
+};
+// An AERP session with EdgeInfinite's compressed memory (KvOptions::memory): what the eviction removes is
+// folded into per-head memories, and each SELECT / SELECT_END also writes the memory's readout at
+// ShmLayout::memory (q_heads x head_dim floats) and its state per query head at memory_state.
+struct OpenMemory {
+	OpenAerp aerp;
+	uint32_t route_threshold; // the readout is used once a layer's context exceeds this many tokens
 };
 struct Append {
 	uint64_t session;
@@ -77,11 +85,15 @@ struct Reply {
 // Where each tensor lives in the session's shared memory. An AERP session's layout adds, after out_v,
 // the selection's per-head keep mask (max_budget x kv_heads bytes), the appended input vectors
 // (append_batch x d_model elements) and W_K, W_V; other sessions have these regions empty, at size.
+// A session with the compressed memory adds, after those, the readout (q_heads x head_dim floats) and
+// its per-query-head states (q_heads bytes); other sessions have them empty, at size.
 struct ShmLayout {
 	uint64_t in_k, in_v, q, positions, out_k, out_v, size;
 	uint64_t heads, in_x, w_k, w_v;
+	uint64_t memory, memory_state;
 	static bool of(const Open &o, ShmLayout &out); // false if the sizes overflow the 1 TiB limit
 	static bool of(const OpenAerp &o, ShmLayout &out);
+	static bool of(const OpenMemory &o, ShmLayout &out);
 };
 
 // Checks a received packet: header, version, type, payload length for the type. Returns 0 and the

@@ -553,10 +553,10 @@ std::string Server::handle(Conn &c, const uint8_t *buf, size_t len, int fd, prot
 	if ((r.status = proto::parse(buf, len, h, err)) < 0)
 		return err;
 	const uint8_t *p = buf + sizeof(h);
-	if (h.type == proto::OPEN || h.type == proto::OPEN_AERP) {
-		proto::OpenAerp a{};
-		std::memcpy(&a, p, h.type == proto::OPEN ? sizeof(a.open) : sizeof(a));
-		return open_session(c, h, a, h.type == proto::OPEN_AERP, fd, r);
+	if (h.type == proto::OPEN || h.type == proto::OPEN_AERP || h.type == proto::OPEN_MEMORY) {
+		proto::OpenMemory m{};
+		std::memcpy(&m, p, proto::payload_size(h.type)); // parse() checked the length for the type
+		return open_session(c, h, m, fd, r);
 	}
 	if (fd >= 0)
 		return r.status = -EBADMSG, "malformed message: only OPEN carries a file descriptor";
@@ -758,6 +758,12 @@ void Server::execute(Session &s, Done &d)
 			if (s.aerp)
 				std::memcpy(s.shm + s.layout.heads, sel.heads.data(), n * s.shape.kv_heads);
 		}
+		// The memory's readout is there whatever the count: a select may return no token and still read it.
+		if (s.memory && sel.memory_state.size() == s.shape.q_heads &&
+		    sel.memory.size() == (size_t)s.shape.q_heads * s.shape.head_dim) {
+			std::memcpy(s.shm + s.layout.memory, sel.memory.data(), 4 * sel.memory.size());
+			std::memcpy(s.shm + s.layout.memory_state, sel.memory_state.data(), sel.memory_state.size());
+		}
 		r.count = (uint32_t)n;
 		return;
 	}
@@ -825,10 +831,11 @@ void Server::log_failure(Session &s, const char *request, int status, const std:
 	s.errors_held = 0;
 }
 
-std::string Server::open_session(Conn &c, const proto::Header &h, const proto::OpenAerp &a, bool aerp, int memfd,
-				 proto::Reply &r)
+std::string Server::open_session(Conn &c, const proto::Header &h, const proto::OpenMemory &om, int memfd, proto::Reply &r)
 {
+	const proto::OpenAerp &a = om.aerp;
 	const proto::Open &o = a.open;
+	const bool memory = h.type == proto::OPEN_MEMORY, aerp = memory || h.type == proto::OPEN_AERP;
 	auto s = std::make_unique<Session>();
 	s->conn = c.id;
 	s->uid = c.uid;
@@ -853,7 +860,13 @@ std::string Server::open_session(Conn &c, const proto::Header &h, const proto::O
 	if (aerp && a.d_model > KvStore::MAX_D_MODEL)
 		return r.status = -EINVAL, "invalid AERP session: d_model " + std::to_string(a.d_model) + ": must be 0-" +
 						   std::to_string(KvStore::MAX_D_MODEL);
-	if (!(aerp ? proto::ShmLayout::of(a, s->layout) : proto::ShmLayout::of(o, s->layout)))
+	if (memory && om.route_threshold >= o.max_context)
+		return r.status = -EINVAL, "invalid compressed-memory session: route threshold " +
+						   std::to_string(om.route_threshold) + ": must be below max_context (" +
+						   std::to_string(o.max_context) + "), or the memory is never read";
+	if (!(memory ? proto::ShmLayout::of(om, s->layout)
+	      : aerp ? proto::ShmLayout::of(a, s->layout)
+		     : proto::ShmLayout::of(o, s->layout)))
 		return r.status = -EINVAL, "invalid session shape: its shared memory would exceed 1 TiB";
 	struct stat st;
 	const int seals = fcntl(memfd, F_GET_SEALS);
@@ -887,6 +900,8 @@ std::string Server::open_session(Conn &c, const proto::Header &h, const proto::O
 		s->opts.planes = {}; // nothing spills: no planes
 		s->opts.aerp.budget = a.budget;
 		s->opts.aerp.d_model = a.d_model;
+		s->memory = memory;
+		s->opts.memory = {memory, om.route_threshold};
 	}
 	if (!s->opts.device.empty()) {
 		s->opts.device_offset = (uint64_t)s->region * cfg_.session_device_bytes;
@@ -939,6 +954,10 @@ std::string Server::status(const Conn &c) const
 			out += " aerp_tokens " + std::to_string(st.aerp_tokens) + " aerp_x_tokens " + std::to_string(st.aerp_x_tokens) +
 			       " aerp_bytes " + std::to_string(st.aerp_bytes) + " aerp_evicted_tokens " +
 			       std::to_string(st.aerp_evicted_tokens) + " aerp_recomputed " + std::to_string(st.aerp_recomputed);
+		if (s->memory)
+			out += " memory_folded " + std::to_string(st.memory_folded) + " memory_bytes " +
+			       std::to_string(st.memory_bytes) + " memory_reads " + std::to_string(st.memory_reads) +
+			       " memory_short " + std::to_string(st.memory_short);
 		if (s->opts.planes.on)
 			out += " plane_high_rows " + std::to_string(st.plane_high_rows) + " plane_full_rows " +
 			       std::to_string(st.plane_full_rows);

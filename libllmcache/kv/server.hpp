@@ -150,6 +150,7 @@ private:
 		proto::ShmLayout layout;
 		KvOptions opts; // the daemon's, with this session's device region
 		bool aerp = false; // opened by OPEN_AERP: memory only, W_K and W_V in the shared memory
+		bool memory = false; // opened by OPEN_MEMORY: AERP with the compressed memory, readouts in the shared memory
 		uint8_t *shm = nullptr;
 		int region = -1;
 		// The loop's: the last state seen, whether it is going, requests given to the worker.
@@ -177,8 +178,8 @@ private:
 	void free_session(Session &s); // once its worker has ended
 	Session *find(uint64_t conn, uint64_t id);
 	std::string handle(Conn &c, const uint8_t *buf, size_t len, int fd, proto::Reply &r);
-	std::string open_session(Conn &c, const proto::Header &h, const proto::OpenAerp &a, bool aerp, int memfd,
-				 proto::Reply &r);
+	// OPEN, OPEN_AERP or OPEN_MEMORY (h.type): the fields the type has are set in om, the others are zero.
+	std::string open_session(Conn &c, const proto::Header &h, const proto::OpenMemory &om, int memfd, proto::Reply &r);
 	void dispatch(Conn &c, Session &s, Request q);
 	void complete(); // takes the finished requests in
 	// On the worker: runs its session's requests until one ends it. Static: it touches its session

@@ -27,9 +27,14 @@
 // `bench_kv_decode --planes DEVICE` runs two-plane precision alone (Documentation/kv.md, "Two-plane
 // precision"): device bytes read per select with the option off and at a few full-precision fractions,
 // and the attention-output error the truncated V rows cost against the same selection at full precision.
+// `bench_kv_decode --memory` runs EdgeInfinite's compressed memory alone (Documentation/kv.md,
+// "EdgeInfinite's compressed memory"): on one such layer under AERP eviction at a few budgets, the
+// attention output over the kept tokens only, and combined with the memory's readout, against exact
+// attention over every token.
 #include "csd/timing_model.hpp"
 #include "kv/kv_store.hpp"
 #include "kv/policy_aerp.hpp"
+#include "kv/policy_memory.hpp"
 
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -495,6 +500,143 @@ void run_aerp(uint32_t context, uint32_t budget)
 	std::fflush(stdout);
 }
 
+// EdgeInfinite's compressed memory: one LLaMA-2-7B-shaped layer (32 heads x 128, fp16) in memory under
+// AERP eviction (no recomputation) at each budget, `context` tokens appended with a select every 16 to
+// give importance, then one decode step. Keys random in (-1, 1) but one token in 8 leaning toward each
+// head's query direction (heavy hitters), values random in (-1, 1). Per head, against exact attention
+// y over every token: y_kept, softmax attention over the tokens the head keeps; A_mem, the memory's
+// readout; and the two combined with the gate an exact model would need, the attention mass m of the
+// evicted tokens (y = (1 - m) y_kept + m y_evicted holds exactly, so this gate is an oracle: a trained
+// gate, Eq. 9, is a fixed per-dimension vector and does not know m). Also A_mem against y_evicted, the
+// softmax attention over the evicted tokens alone, which is what the memory stands for.
+void run_memory(uint32_t context, const std::vector<uint32_t> &budgets)
+{
+	constexpr uint32_t DIMS = HEADS * HEAD_DIM;
+	const uint32_t sink = 4, period = 16;
+	uint64_t st = 0x2545f4914f6cdd1dull;
+	auto uni = [&] { // uniform in (-1, 1)
+		st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+		return (float)((double)(st >> 11) / (double)(1ull << 53) * 2 - 1);
+	};
+	std::vector<float> dir(DIMS), q(DIMS);
+	for (float &f : dir)
+		f = uni();
+	for (uint32_t i = 0; i < DIMS; i++)
+		q[i] = 3 * dir[i];
+	std::vector<uint16_t> all_k((size_t)(context + 1) * DIMS), all_v(all_k.size());
+	for (uint32_t t = 0; t <= context; t++)
+		for (uint32_t i = 0; i < DIMS; i++) {
+			const float k = t % 8 == 5 ? 0.5f * dir[i] + 0.5f * uni() : uni();
+			all_k[(size_t)t * DIMS + i] = kv::policy::float_to_half(k);
+			all_v[(size_t)t * DIMS + i] = kv::policy::float_to_half(uni());
+		}
+	const uint32_t n_all = context + 1;
+	const float scale = 1.0f / std::sqrt((float)HEAD_DIM);
+	// Softmax attention of head h over `rows`: the output and the total of exp(logit - max0) (max0 fixed
+	// by the caller so that sums over disjoint sets add up).
+	auto attend = [&](const std::vector<uint32_t> &rows, uint32_t h, double max0, std::vector<double> &y) {
+		double sum = 0;
+		y.assign(HEAD_DIM, 0.0);
+		for (uint32_t t : rows) {
+			double d = 0;
+			for (uint32_t e = 0; e < HEAD_DIM; e++)
+				d += q[h * HEAD_DIM + e] * csd_half_to_float(all_k[(size_t)t * DIMS + h * HEAD_DIM + e]);
+			const double w = std::exp(d * scale - max0);
+			sum += w;
+			for (uint32_t e = 0; e < HEAD_DIM; e++)
+				y[e] += w * csd_half_to_float(all_v[(size_t)t * DIMS + h * HEAD_DIM + e]);
+		}
+		for (double &f : y)
+			f = sum > 0 ? f / sum : 0;
+		return sum;
+	};
+	auto rel = [](const std::vector<double> &a, const std::vector<double> &b) {
+		double dn = 0, bn = 0;
+		for (size_t e = 0; e < a.size(); e++)
+			dn += (a[e] - b[e]) * (a[e] - b[e]), bn += b[e] * b[e];
+		return bn > 0 ? std::sqrt(dn / bn) : 0.0;
+	};
+	std::printf("\nEdgeInfinite's compressed memory (kv/policy_memory.hpp), MEASURED on this host: one LLaMA-2-7B-shaped "
+		    "layer (%u heads x %u, fp16) under AERP eviction (sink %u, recent budget/4 up to 64), %u tokens appended with "
+		    "a select every %u, then one decode step; keys random but 1 in 8 leaning toward the query (heavy hitters). "
+		    "Errors: |y' - y| / |y| of each head's attention output against exact attention over all %u tokens, mean over "
+		    "heads.\n",
+		    HEADS, HEAD_DIM, sink, context, period, n_all);
+	std::printf("%7s %8s %10s %12s %14s %16s %12s %14s\n", "budget", "kept", "evicted m", "kept only", "kept+mem (m)",
+		    "kept+mem best g", "mem vs y_ev", "memory MB");
+	for (uint32_t budget : budgets) {
+		kv::KvShape shape{1, HEADS, HEADS, HEAD_DIM, CSD_FP16, context + 8};
+		kv::KvOptions opt;
+		opt.sink_tokens = sink;
+		opt.recent_tokens = std::min(64u, budget / 4);
+		opt.aerp.budget = budget;
+		opt.memory.on = true;
+		std::unique_ptr<kv::KvStore> s;
+		std::string err;
+		if (kv::KvStore::open(shape, opt, s, err))
+			die("memory session: " + err);
+		kv::KvSelection sel;
+		for (uint32_t t = 0; t <= context; t++) {
+			if (s->append(0, &all_k[(size_t)t * DIMS], &all_v[(size_t)t * DIMS]))
+				die("memory append: " + s->error());
+			if ((t % period == period - 1 || t == context) && s->select(0, q.data(), context + 8, sel))
+				die("memory select: " + s->error());
+		}
+		double kept_frac = 0, mass = 0, e_kept = 0, e_oracle = 0, e_best = 0, e_mem = 0;
+		for (uint32_t h = 0; h < HEADS; h++) {
+			std::vector<uint32_t> every(n_all), kept, evicted;
+			for (uint32_t t = 0; t < n_all; t++)
+				every[t] = t;
+			std::vector<uint8_t> keeps(n_all, 0);
+			for (size_t j = 0; j < sel.positions.size(); j++)
+				keeps[sel.positions[j]] = sel.heads[j * HEADS + h];
+			for (uint32_t t = 0; t < n_all; t++)
+				(keeps[t] ? kept : evicted).push_back(t);
+			double max0 = -1e300;
+			for (uint32_t t = 0; t < n_all; t++) {
+				double d = 0;
+				for (uint32_t e = 0; e < HEAD_DIM; e++)
+					d += q[h * HEAD_DIM + e] * csd_half_to_float(all_k[(size_t)t * DIMS + h * HEAD_DIM + e]);
+				max0 = std::max(max0, d * scale);
+			}
+			std::vector<double> y, yk, ye;
+			const double s_all = attend(every, h, max0, y), s_kept = attend(kept, h, max0, yk);
+			attend(evicted, h, max0, ye);
+			const double m = 1 - s_kept / s_all;
+			std::vector<double> mem(HEAD_DIM), comb(HEAD_DIM);
+			for (uint32_t e = 0; e < HEAD_DIM; e++)
+				mem[e] = sel.memory[(size_t)h * HEAD_DIM + e];
+			const bool used = sel.memory_state[h] == (uint8_t)kv::policy::MemoryState::Used;
+			for (uint32_t e = 0; e < HEAD_DIM; e++)
+				comb[e] = used ? (1 - m) * yk[e] + m * mem[e] : yk[e];
+			// The best scalar gate g in [0, 1] for this head and query: least squares of y - yk against mem - yk.
+			double num = 0, den = 0;
+			for (uint32_t e = 0; e < HEAD_DIM; e++)
+				num += (y[e] - yk[e]) * (mem[e] - yk[e]), den += (mem[e] - yk[e]) * (mem[e] - yk[e]);
+			const double g = used && den > 0 ? std::clamp(num / den, 0.0, 1.0) : 0.0;
+			std::vector<double> best(HEAD_DIM);
+			for (uint32_t e = 0; e < HEAD_DIM; e++)
+				best[e] = (1 - g) * yk[e] + g * mem[e];
+			kept_frac += (double)kept.size() / n_all / HEADS;
+			mass += m / HEADS;
+			e_kept += rel(yk, y) / HEADS;
+			e_oracle += rel(comb, y) / HEADS;
+			e_best += rel(best, y) / HEADS;
+			e_mem += (used ? rel(mem, ye) : 1.0) / HEADS;
+		}
+		const kv::KvStats a = s->stats();
+		std::printf("%7u %7.1f%% %10.3f %12.4f %14.4f %16.4f %12.4f %14.2f\n", budget, 100 * kept_frac, mass, e_kept,
+			    e_oracle, e_best, e_mem, a.memory_bytes / 1e6);
+		std::fflush(stdout);
+	}
+	std::printf("kept: tokens each head keeps, of the context; evicted m: exact attention mass on the evicted tokens; "
+		    "kept only: y_kept; kept+mem (m): (1 - m) y_kept + m A_mem, the oracle gate; kept+mem best g: the best "
+		    "scalar gate for each head and query (least squares, in [0, 1]); mem vs y_ev: A_mem against softmax "
+		    "attention over the evicted tokens; memory MB: M and z of the layer's %u heads. No trained gate and no "
+		    "model: synthetic keys and values.\n",
+		    HEADS);
+}
+
 // Two-plane precision: one layer of `context` tokens (32 query heads x 128, kv_heads KV heads, fp16)
 // spilled to DEVICE but for a quarter of it, 8 selects at a 10% budget, once with the option off and
 // once per fraction of the top-k fetched in full; the same data and queries each time, so the
@@ -626,13 +768,17 @@ int main(int argc, char **argv)
 				run_planes(argv[2], c, kvh);
 		return 0;
 	}
+	if (argc >= 2 && std::strcmp(argv[1], "--memory") == 0) {
+		run_memory(argc > 2 ? (uint32_t)std::atoi(argv[2]) : 2048, parse_list(argc > 3 ? argv[3] : "64,128,256,512"));
+		return 0;
+	}
 	if (argc >= 2 && std::strcmp(argv[1], "--aerp") == 0) {
 		run_aerp(argc > 2 ? (uint32_t)std::atoi(argv[2]) : 512, argc > 3 ? (uint32_t)std::atoi(argv[3]) : 128);
 		return 0;
 	}
 	if (argc < 2) {
 		std::fprintf(stderr, "usage: bench_kv_decode DEVICE [contexts (4096,8192,16384,32768)] [batches (1,8)] "
-				     "[measured layers (1)] [steps (3)] [heavy page period (16; 0 = uniform keys)]\n       bench_kv_decode --aerp [context (512)] [budget (128)]\n       bench_kv_decode --planes DEVICE [context (4096)] [kv heads (32 and 8)]\nDEVICE: a block device or file, overwritten; it needs "
+				     "[measured layers (1)] [steps (3)] [heavy page period (16; 0 = uniform keys)]\n       bench_kv_decode --aerp [context (512)] [budget (128)]\n       bench_kv_decode --memory [context (2048)] [budgets (64,128,256,512)]\n       bench_kv_decode --planes DEVICE [context (4096)] [kv heads (32 and 8)]\nDEVICE: a block device or file, overwritten; it needs "
 				     "about 1.4 x 16 KiB x context x batch x layers bytes\nEach context and batch runs `ideal` (all KV in "
 				     "memory), `none` and `emulated`, then the SmartSSD timing model predicts each run on a card.\n");
 		return 2;
