@@ -2,7 +2,6 @@
 // llmcachectl status / register / unregister / set / set-file: the llmcache.ko interfaces, /sys/kernel/llmcache/
 // (read by anyone) and /dev/llmcache (root only). See Documentation/admin-guide.md.
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -59,19 +58,6 @@ int open_device()
 	if (dev < 0)
 		throw Failure{std::string("cannot open /dev/" LLMCACHE_DEV_NAME ": ") + std::strerror(errno)};
 	return dev;
-}
-
-Json json_count(const std::string &value, const std::string &name)
-{
-	size_t used = 0;
-	uint64_t n = 0;
-	try {
-		n = std::stoull(value, &used, 10);
-	} catch (const std::exception &) {
-	}
-	if (value.empty() || !std::isdigit(static_cast<unsigned char>(value[0])) || used != value.size())
-		throw Failure{name + " is '" + value + "', not an unsigned decimal: is llmcachectl older than what it reads?"};
-	return n;
 }
 
 std::vector<std::string> file_ids()

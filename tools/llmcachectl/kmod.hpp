@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // What llmcachectl's kernel-module commands share (kmod.cpp, control.cpp, daemon_status.cpp): sysfs
-// reads, the device, the errors they report, and the JSON every subcommand's --json prints.
+// reads, the device, the errors they report; and (json.hpp) the JSON every subcommand's --json prints.
 #pragma once
 
 #include <cstdio>
@@ -8,7 +8,8 @@
 #include <vector>
 
 #include <boost/program_options/errors.hpp>
-#include <nlohmann/json.hpp>
+
+#include "json.hpp"
 
 namespace llmcache::kmod {
 
@@ -22,13 +23,6 @@ extern const std::string sysfs; // LLMCACHE_SYSFS_DIR
 std::string read_value(const std::string &name); // one sysfs value, newline stripped; throws Failure
 void require_loaded();                            // throws Failure naming what to do
 int open_device();                                // /dev/llmcache; throws Failure (not loaded, not root)
-// JSON in the order the keys are set (Documentation/admin-guide.md, "The status schema").
-using Json = nlohmann::ordered_json;
-// An unsigned decimal (a sysfs value, a daemon's status value) as a JSON number; name says whose value
-// it is when it is not one (throws Failure).
-Json json_count(const std::string &value, const std::string &name);
-// One line of JSON; bytes that are not UTF-8 (a path may hold any) become U+FFFD.
-inline std::string json_text(const Json &j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 std::vector<std::string> file_ids(); // registered files' ids, in order
 
 // Runs subcommand cmd's body: its exit status, or 2 after a usage error and 1 after a Failure, each

@@ -2,47 +2,27 @@
 /*
  * `llmcachectl kv status`: the KV sessions of llmcached that the caller may see (its own; root sees all),
  * with their pools' statistics, as a table or as JSON. The daemon answers over its Unix socket; its
- * status lines are "key value" pairs, one session per line.
+ * status lines are "key value" pairs, one session per line (daemon_reply.cpp reads them and makes the
+ * JSON).
  */
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <iostream>
-#include <sstream>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <boost/program_options.hpp>
 
+#include "daemon_reply.hpp"
 #include "kmod.hpp"
 #include "kv/llmcache_kv.h"
 #include "util/units.hpp"
 
 namespace po = boost::program_options;
-using llmcache::kmod::Failure;
-using llmcache::kmod::Json;
-using llmcache::kmod::json_count;
-using llmcache::kmod::json_text;
-using llmcache::kmod::report_errors;
+using namespace llmcache::kmod;
 
 namespace {
-
-using Session = std::vector<std::pair<std::string, std::string>>;
-
-std::vector<Session> parse_listing(const std::string &text)
-{
-	std::vector<Session> out;
-	std::istringstream lines(text);
-	for (std::string line; std::getline(lines, line);) {
-		std::istringstream words(line);
-		Session s;
-		for (std::string k, v; words >> k >> v;)
-			s.emplace_back(k, v);
-		if (!s.empty())
-			out.push_back(std::move(s));
-	}
-	return out;
-}
 
 void print_table(const std::vector<Session> &sessions)
 {
@@ -58,33 +38,6 @@ void print_table(const std::vector<Session> &sessions)
 			std::printf("%*s ", int(std::max(k.size(), size_t(8))), v.c_str());
 		std::puts("");
 	}
-}
-
-// A session's values by name (the daemon's STATUS listing): backend a string, beta a fraction, the rest
-// counts.
-void print_json(const std::vector<Session> &sessions)
-{
-	Json out = {{"sessions", Json::array()}};
-	for (const auto &s : sessions) {
-		Json j = Json::object();
-		for (const auto &[k, v] : s) {
-			if (k == "backend") {
-				j[k] = v;
-			} else if (k == "beta") {
-				size_t used = 0;
-				try {
-					j[k] = std::stod(v, &used);
-				} catch (const std::exception &) {
-				}
-				if (used == 0 || used != v.size())
-					throw Failure{"llmcached's session beta is '" + v + "', not a number"};
-			} else {
-				j[k] = json_count(v, "llmcached's session " + k);
-			}
-		}
-		out["sessions"].push_back(j);
-	}
-	std::printf("%s\n", json_text(out).c_str());
 }
 
 } // namespace
@@ -150,9 +103,12 @@ int cmd_kv(int argc, char **argv)
 			return 1;
 		}
 	}
-	auto sessions = parse_listing(buf.data());
+	auto sessions = parse_sessions(buf.data());
 	return report_errors("kv status", [&] {
-		json ? print_json(sessions) : print_table(sessions);
+		if (json)
+			std::printf("%s\n", json_text(sessions_json(sessions)).c_str());
+		else
+			print_table(sessions);
 		return 0;
 	});
 }
