@@ -562,8 +562,8 @@ void run_memory(uint32_t context, const std::vector<uint32_t> &budgets)
 		    "Errors: |y' - y| / |y| of each head's attention output against exact attention over all %u tokens, mean over "
 		    "heads.\n",
 		    HEADS, HEAD_DIM, sink, context, period, n_all);
-	std::printf("%7s %8s %10s %12s %14s %16s %12s %14s\n", "budget", "kept", "evicted m", "kept only", "kept+mem (m)",
-		    "kept+mem best g", "mem vs y_ev", "memory MB");
+	std::printf("%7s %8s %10s %12s %14s %14s %16s %12s %14s\n", "budget", "kept", "evicted m", "kept only", "(1-m) kept",
+		    "kept+mem (m)", "kept+mem best g", "mem vs y_ev", "memory MB");
 	for (uint32_t budget : budgets) {
 		kv::KvShape shape{1, HEADS, HEADS, HEAD_DIM, CSD_FP16, context + 8};
 		kv::KvOptions opt;
@@ -582,7 +582,7 @@ void run_memory(uint32_t context, const std::vector<uint32_t> &budgets)
 			if ((t % period == period - 1 || t == context) && s->select(0, q.data(), context + 8, sel))
 				die("memory select: " + s->error());
 		}
-		double kept_frac = 0, mass = 0, e_kept = 0, e_oracle = 0, e_best = 0, e_mem = 0;
+		double kept_frac = 0, mass = 0, e_kept = 0, e_scaled = 0, e_oracle = 0, e_best = 0, e_mem = 0;
 		for (uint32_t h = 0; h < HEADS; h++) {
 			std::vector<uint32_t> every(n_all), kept, evicted;
 			for (uint32_t t = 0; t < n_all; t++)
@@ -614,23 +614,26 @@ void run_memory(uint32_t context, const std::vector<uint32_t> &budgets)
 			for (uint32_t e = 0; e < HEAD_DIM; e++)
 				num += (y[e] - yk[e]) * (mem[e] - yk[e]), den += (mem[e] - yk[e]) * (mem[e] - yk[e]);
 			const double g = used && den > 0 ? std::clamp(num / den, 0.0, 1.0) : 0.0;
-			std::vector<double> best(HEAD_DIM);
-			for (uint32_t e = 0; e < HEAD_DIM; e++)
+			std::vector<double> best(HEAD_DIM), scaled(HEAD_DIM);
+			for (uint32_t e = 0; e < HEAD_DIM; e++) {
 				best[e] = (1 - g) * yk[e] + g * mem[e];
+				scaled[e] = (1 - m) * yk[e];
+			}
 			kept_frac += (double)kept.size() / n_all / HEADS;
 			mass += m / HEADS;
 			e_kept += rel(yk, y) / HEADS;
+			e_scaled += rel(scaled, y) / HEADS;
 			e_oracle += rel(comb, y) / HEADS;
 			e_best += rel(best, y) / HEADS;
 			e_mem += (used ? rel(mem, ye) : 1.0) / HEADS;
 		}
 		const kv::KvStats a = s->stats();
-		std::printf("%7u %7.1f%% %10.3f %12.4f %14.4f %16.4f %12.4f %14.2f\n", budget, 100 * kept_frac, mass, e_kept,
-			    e_oracle, e_best, e_mem, a.memory_bytes / 1e6);
+		std::printf("%7u %7.1f%% %10.3f %12.4f %14.4f %14.4f %16.4f %12.4f %14.2f\n", budget, 100 * kept_frac, mass, e_kept,
+			    e_scaled, e_oracle, e_best, e_mem, a.memory_bytes / 1e6);
 		std::fflush(stdout);
 	}
 	std::printf("kept: tokens each head keeps, of the context; evicted m: exact attention mass on the evicted tokens; "
-		    "kept only: y_kept; kept+mem (m): (1 - m) y_kept + m A_mem, the oracle gate; kept+mem best g: the best "
+		    "kept only: y_kept; (1-m) kept: the same gate with a memory that reads zero (what the mass alone gives); kept+mem (m): (1 - m) y_kept + m A_mem, the oracle gate; kept+mem best g: the best "
 		    "scalar gate for each head and query (least squares, in [0, 1]); mem vs y_ev: A_mem against softmax "
 		    "attention over the evicted tokens; memory MB: M and z of the layer's %u heads. No trained gate and no "
 		    "model: synthetic keys and values.\n",
