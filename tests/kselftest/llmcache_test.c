@@ -2025,13 +2025,14 @@ static long long memcg_stat(const char *cg, const char *key)
 }
 
 /*
- * An mmap engine in a 64 MiB cgroup loops over a 96 MiB file: the planner pins the loop's head and
- * leaves the stream its room, and the module reads the stream ahead of the engine (kmod/stream.c), in
- * the window after its position and, at the end of an iteration, the next iteration's first unpinned
- * blocks, and drops what the engine passed. The pages read ahead are charged to the engine's cgroup:
- * once the engine is gone, every resident page of the file is in the cgroup's page cache, the window
- * read for the iteration that did not come among them. With LLMCACHE_FILE_NO_READ_AHEAD nothing is read
- * ahead.
+ * An mmap engine in an 80 MiB cgroup loops over a 96 MiB file: the planner pins the loop's head and
+ * leaves the stream its room (eight 4 MiB read-ahead windows, at most two thirds of the cgroup's room
+ * for the stream to be read ahead at all: in 64 MiB it is not), and the module reads the stream ahead
+ * of the engine (kmod/stream.c), in the window after its position and, at the end of an iteration, the
+ * next iteration's first unpinned blocks, and drops what the engine passed. The pages read ahead are
+ * charged to the engine's cgroup: once the engine is gone, every resident page of the file is in the
+ * cgroup's page cache, the window read for the iteration that did not come among them. With
+ * LLMCACHE_FILE_NO_READ_AHEAD nothing is read ahead.
  */
 TEST_F_TIMEOUT(llmcache, stream_read_ahead_in_memcg, 300)
 {
@@ -2042,7 +2043,7 @@ TEST_F_TIMEOUT(llmcache, stream_read_ahead_in_memcg, 300)
 	int fd, status, total;
 	pid_t pid;
 
-	ASSERT_LE(0, memcg_make(cg, "67108864", &why));
+	ASSERT_LE(0, memcg_make(cg, "83886080", &why));
 	if (why)
 		SKIP(return, "%s", why);
 	fd = scratch_file("memcg-stream", 0, path, sizeof(path));
