@@ -19,7 +19,9 @@ using namespace llmcache::sim;
 
 namespace {
 
-constexpr uint64_t blocks = 16384; // a 64 MiB weights file
+// A 128 MiB weights file: beside a 64 MiB one, no cgroup it does not fit in has the room for the eight
+// read-ahead windows of the stream (llc_plan_stream_room), and the daemon would read nothing ahead.
+constexpr uint64_t blocks = 32768;
 constexpr uint64_t MiB = 1 << 20;
 
 // An engine's trace: the header and the last block read at load time, then passes over every block in
@@ -68,7 +70,7 @@ void enforce_loop__later_passes_partial__every_pass_counted_in_block_order(void 
 void replay_enforced__loop_over_the_cache__stock_reads_it_whole_the_pins_leave_the_rest(void **)
 {
 	const EnforceLoop loop = enforce_loop(engine_trace(6, 2));
-	const EnforceConfig c = config(80 * MiB); // 56 MiB of page cache for 64 MiB of weights
+	const EnforceConfig c = config(144 * MiB); // 120 MiB of page cache for 128 MiB of weights
 
 	const EnforceResult stock = replay_enforced(loop, EnforceMode::stock, c);
 	assert_int_equal(stock.pinned, 0);
@@ -97,7 +99,7 @@ void replay_enforced__weights_fit__nothing_pinned_nothing_read_again(void **)
 {
 	const EnforceLoop loop = enforce_loop(engine_trace(4, 1));
 	for (EnforceMode mode : {EnforceMode::stock, EnforceMode::module, EnforceMode::daemon}) {
-		const EnforceResult r = replay_enforced(loop, mode, config(100 * MiB));
+		const EnforceResult r = replay_enforced(loop, mode, config(164 * MiB));
 		assert_int_equal(r.pinned, 0);
 		assert_int_equal(r.read_first, blocks);
 		assert_int_equal(r.read_later, 0);
