@@ -25,6 +25,9 @@ class StoragePool;
 namespace llmcache::csd {
 
 enum class Estimator { Exact, QuestBounds };
+// How a device that scores in storage chooses what to read (select_bounds_first.hpp): every key of
+// every page (Exact), or the pages' Quest bounds first and the keys of the best pages only.
+enum class DeviceSelect { Exact, BoundsFirst };
 
 struct KvGeometry {
 	uint32_t q_heads, kv_heads, head_dim, dtype, page_tokens;
@@ -37,6 +40,9 @@ struct KvGeometry {
 struct PageRef {
 	uint32_t page, first_pos, n_tokens;
 	uint64_t k_offset; // byte offset of the page's K slab on the device
+	// The K slab's CRC32C per 4 KiB block (kvio/slab.hpp, BlockCrcs; host memory, valid until the job
+	// is waited for): what a device reading some blocks of the slab checks them against.
+	const uint32_t *k_block_crcs = nullptr;
 };
 
 struct ScoreJob {
@@ -45,6 +51,19 @@ struct ScoreJob {
 	std::vector<PageRef> pages;
 	uint32_t block_tokens = 64;
 	Estimator estimator = Estimator::Exact;
+	// With the Exact estimator, on a device that scores in storage (emulated): BoundsFirst scores only
+	// the best pages by bound, enough to hold margin x top_k tokens (select_bounds_first.hpp).
+	DeviceSelect device_select = DeviceSelect::Exact;
+	size_t top_k = 0;
+	double margin = 2.0;
+};
+
+// What a device read and scored, summed over its jobs.
+struct DeviceCounters {
+	uint64_t flash_bytes = 0;		 // bytes the device read from its flash (bounds and keys)
+	uint64_t bound_pages = 0;		 // pages scored by their bound (bounds-first stage 1)
+	uint64_t exact_pages = 0, exact_tokens = 0; // pages and tokens scored exactly
+	uint64_t score_entries = 0;		 // Score Block entries sent to the host
 };
 
 using BlockFn = std::function<void(const csd_score *, size_t)>;
@@ -77,6 +96,8 @@ public:
 	// Hands every Score Block of the submitted job to fn (on the caller's thread), then returns 0 or
 	// the job's first error with a sentence in err.
 	virtual int wait(const BlockFn &fn, std::string &err) = 0;
+	// The device's own reads and scoring; zero for a backend that scores on the host (none).
+	virtual DeviceCounters counters() const { return {}; }
 };
 
 // Makes the named backend. When xrt cannot run (no card, no XRT in this build) it makes the emulated

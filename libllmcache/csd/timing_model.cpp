@@ -150,8 +150,14 @@ StepTiming predict_step(const SmartSsdTiming &p, const StepWork &w)
 		LayerTasks &t = layer[i];
 		const int g0 = gate(i, 0), g1 = gate(i, 1);
 		const int query = s.add(Resource::PcieDown, i, "query transfer", per(l.query_bytes, p.pcie_bw), {g0, g1});
-		const int dev_read = s.add(Resource::Flash, i, "device K read", per(l.device_flash_bytes, p.flash_read_bw), {query},
-					   NONE, p.flash_read_latency_s, device_chunks);
+		// Bounds-first's first stage: all of it before the page choice, so before the keys are read.
+		const int bound_read = s.add(Resource::Flash, i, "device bounds read", per(l.bound_flash_bytes, p.flash_read_bw),
+					     {query}, NONE, p.flash_read_latency_s, l.bound_pages);
+		const int bound_scoring = s.add(Resource::Fpga, i, "device bounds scoring",
+						per(l.bound_macs, p.fpga_mac_rate) + l.bound_runs * p.kernel_run_overhead_s, {},
+						bound_read, 0, l.bound_pages);
+		const int dev_read = s.add(Resource::Flash, i, "device K read", per(l.device_flash_bytes, p.flash_read_bw),
+					   {query, bound_scoring}, NONE, p.flash_read_latency_s, device_chunks);
 		const int kernel = s.add(Resource::Fpga, i, "device scoring", fpga_s, {}, dev_read, 0, device_chunks);
 		t.scores_up = s.add(Resource::PcieUp, i, "Score Blocks", per(l.score_bytes, p.pcie_bw), {}, kernel, 0, device_chunks);
 		const int host_read = s.add(Resource::Flash, i, "host K read", per(l.host_read_bytes, p.flash_read_bw), {g0, g1},

@@ -15,7 +15,9 @@
  *                  fetched rows and read-back K slabs up; queries and spills down;
  *   engine         the model's per-layer compute (measured on this host, passed in), on a processor of
  *                  its own or, when engine_shares_host_cpu, on the host CPU.
- * Per layer i: the query goes down; the device reads its K slabs from flash, scores them and sends the
+ * Per layer i: the query goes down; with bounds-first selection the device first reads the pages' bounds
+ * blocks and scores them (a stage that must end before the page choice, so before any key is read); the
+ * device reads its K slabs (or the chosen pages' key blocks) from flash, scores them and sends the
  * Score Blocks up, streamed (each stage starts on the previous stage's first chunk, a kernel run or a
  * slab, and ends no earlier than one chunk after it: HillInfer's Score Blocks, Sec. 3.2, HIE); the host
  * scores its pool meanwhile; once all scores are in, the selected rows are read from flash and sent up
@@ -84,6 +86,12 @@ struct LayerWork {
 	double device_tokens = 0;	  // tokens the device scores ...
 	double macs_per_token = 0;	  // ... at this many multiply-accumulates each
 	double kernel_runs = 0;		  // device kernel runs (one per page scored)
+	// Bounds-first device selection (select_bounds_first.hpp): a first stage reads the pages' bounds
+	// blocks and scores them by bound; the K read above (the chosen pages' key blocks) waits for it.
+	double bound_flash_bytes = 0; // bounds blocks the device reads
+	double bound_macs = 0;	      // multiply-accumulates of the bounds (2 x dims per page)
+	double bound_pages = 0;	      // pages scored by bound (chunks of that stream)
+	double bound_runs = 0;	      // kernel runs of the first stage
 	double score_bytes = 0;		  // Score Blocks device -> host
 	double host_pool_tokens = 0;	  // tokens the host scores in its pool
 	double host_read_bytes = 0;	  // K slabs read back to the host to be scored there (`none`)

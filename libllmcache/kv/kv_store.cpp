@@ -117,6 +117,11 @@ int KvStore::open(const KvShape &shape, const KvOptions &opt, std::unique_ptr<Kv
 	}
 	if (int r = check_aerp_options(shape, opt, err))
 		return r;
+	if (!(opt.device_margin >= 1) || !std::isfinite(opt.device_margin)) {
+		err = "invalid KV options: the bounds-first margin must be at least 1 (it is " +
+		      std::to_string(opt.device_margin) + ")";
+		return -EINVAL;
+	}
 	if (opt.planes.on && (!(opt.planes.full >= 0 && opt.planes.full <= 1) || opt.aerp.budget)) {
 		err = "invalid two-plane precision options: the full-precision fraction must be in [0, 1] (it is " +
 		      std::to_string(opt.planes.full) + ") and the session cannot use AERP, which keeps no device";
@@ -567,10 +572,15 @@ int KvStore::select_begin(uint32_t layer, const float *q, uint32_t budget)
 		job.layer = layer;
 		job.block_tokens = opt_.score_block;
 		job.estimator = opt_.estimator;
+		job.device_select = opt_.device_select;
+		job.top_k = pd.plan.k;
+		job.margin = opt_.device_margin;
 		const uint32_t P = opt_.page_tokens;
-		for (uint32_t pg = 0; pg < pages_[layer].size(); pg++)
-			if (!pages_[layer][pg].k && pd.plan.scored(pg, P))
-				job.pages.push_back({pg, pg * P, pages_[layer][pg].n_tokens, (uint64_t)pages_[layer][pg].k_off});
+		for (uint32_t pg = 0; pg < pages_[layer].size(); pg++) {
+			const Page &p = pages_[layer][pg];
+			if (!p.k && pd.plan.scored(pg, P))
+				job.pages.push_back({pg, pg * P, p.n_tokens, (uint64_t)p.k_off, p.kb.data()});
+		}
 		pd.submitted = std::chrono::steady_clock::now();
 		if (!job.pages.empty() && backend_->submit(job) < 0)
 			return set_error(-EIO, std::string("cannot start the ") + backend_->name() + " backend");
@@ -688,6 +698,8 @@ KvStats KvStore::stats() const
 	KvStats s = stats_;
 	if (pool_)
 		s.storage = pool_->stats();
+	if (backend_)
+		s.device = backend_->counters();
 	for (const auto &layer : pages_)
 		for (const Page &p : layer)
 			(p.k ? s.cpu_tokens : s.storage_tokens) += p.n_tokens;

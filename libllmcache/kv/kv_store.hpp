@@ -62,6 +62,12 @@ struct KvOptions {
 	// cpu_budget; < 0 = adaptive: beta = f_c / f_s as measured online (KvStats::beta()).
 	double beta = 0;
 	csd::Estimator estimator = csd::Estimator::Exact;
+	// How an in-storage backend (emulated) chooses what it reads with the exact estimator
+	// (csd/select_bounds_first.hpp; Documentation/kv.md, "Bounds-first device selection"): every key
+	// (Exact), or every page's Quest bounds and then the keys of the best pages by bound, enough to hold
+	// device_margin x the select's top-k places (BoundsFirst). The none backend always scans every key.
+	csd::DeviceSelect device_select = csd::DeviceSelect::Exact;
+	double device_margin = 2.0; // at least 1
 	std::string backend = "none"; // none, emulated, xrt
 	csd::EmulatedConfig emulated;
 	std::string xclbin;
@@ -122,6 +128,7 @@ struct KvStats {
 			       : 0.0;
 	}
 	StorageStats storage;
+	csd::DeviceCounters device; // what the in-storage backend read and scored (zero for none)
 	// AERP: tokens and bytes held now (K, V rows and x vectors; stats() counts them, and adds them to
 	// cpu_tokens and cpu_bytes), of which tokens
 	// stored as x; (token, head) pairs and whole tokens evicted; tokens recomputed (by selects, and by

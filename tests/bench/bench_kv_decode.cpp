@@ -31,10 +31,12 @@
 // "EdgeInfinite's compressed memory"): on one such layer under AERP eviction at a few budgets, the
 // attention output over the kept tokens only, and combined with the memory's readout, against exact
 // attention over every token.
+#include "csd/select_bounds_first.hpp"
 #include "csd/timing_model.hpp"
 #include "kv/kv_store.hpp"
 #include "kv/policy_aerp.hpp"
 #include "kv/policy_memory.hpp"
+#include "kv/policy_select.hpp"
 
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -86,7 +88,46 @@ struct Result {
 	double fetch_bytes = 0, whole_page_bytes = 0;
 	double spilled_fraction = 0;
 	uint32_t layers = 1; // measured
+	// Attention-mass recall of the selection against exact top-k at the same budget (sequence 0, layer 0,
+	// mean over the measured steps): sum over the selection of each query head's softmax weight over all
+	// tokens, averaged over heads, divided by the same for the exact selection. 1 for exact selections.
+	double recall = 0;
 };
+
+// Structured synthetic keys (bench_kv_decode's decode runs): which positions lean toward the query.
+// Sink tokens (the first 4), heavy hitters (every token of one page in `heavy`, as before, and one
+// scattered token in 97), and a local window (one token in 3 of the last 2.5% of the context). The
+// others are random. `heavy` 0: all random (uniform importance).
+bool leans(uint32_t pos, uint32_t context, uint32_t heavy)
+{
+	if (!heavy)
+		return false;
+	return pos < 4 || (pos / 32) % heavy == heavy / 2 || pos % 97 == 13 || (pos >= context - context / 40 && pos % 3 == 0);
+}
+
+// The mass of each query head's softmax (over every token of keys, rows of HEADS x HEAD_DIM fp16, scaled
+// by 1/sqrt(HEAD_DIM)) on the positions of sel, averaged over heads.
+double attention_mass(const std::vector<float> &q, const std::vector<const uint16_t *> &keys, const std::vector<uint32_t> &sel)
+{
+	const double scale = 1 / std::sqrt((double)HEAD_DIM);
+	std::vector<double> lg(keys.size());
+	double mass = 0;
+	for (uint32_t h = 0; h < HEADS; h++) {
+		double mx = -1e300, sum = 0, in = 0;
+		for (size_t t = 0; t < keys.size(); t++) {
+			double d = 0;
+			for (uint32_t e = 0; e < HEAD_DIM; e++)
+				d += q[h * HEAD_DIM + e] * csd_half_to_float(keys[t][h * HEAD_DIM + e]);
+			mx = std::max(mx, lg[t] = d * scale);
+		}
+		for (double &l : lg)
+			sum += (l = std::exp(l - mx));
+		for (uint32_t t : sel)
+			in += lg[t];
+		mass += in / sum / HEADS;
+	}
+	return mass;
+}
 
 Result run(const std::string &device, const std::string &backend, uint32_t context, uint32_t batch, uint32_t layers,
 	   uint32_t steps, uint32_t heavy, const std::vector<uint16_t> &rows, const std::vector<uint16_t> &heavy_rows,
@@ -101,8 +142,12 @@ Result run(const std::string &device, const std::string &backend, uint32_t conte
 	o.recent_tokens = context / 20;
 	o.device = device;
 	o.device_capacity = (kv_bytes + kv_bytes / 3 + (64u << 20)) / 4096 * 4096; // spilled 3/4, slab rounding
-	o.backend = ideal ? "none" : backend;
+	o.backend = ideal ? "none" : backend == "bounds" ? "emulated" : backend;
+	if (backend == "bounds")
+		o.device_select = csd::DeviceSelect::BoundsFirst;
 	const bool host_reads_k = o.backend == "none";
+	const csd::KvGeometry geo{HEADS, HEADS, HEAD_DIM, CSD_FP16, o.page_tokens};
+	const uint64_t bound_bytes = (uint64_t)csd::bounds_layout(geo).bound_blocks * 4096;
 	std::vector<std::unique_ptr<kv::KvStore>> seqs(batch);
 	for (uint32_t b = 0; b < batch; b++) {
 		o.device_offset = b * o.device_capacity;
@@ -111,9 +156,11 @@ Result run(const std::string &device, const std::string &backend, uint32_t conte
 			die(err);
 	}
 	const uint16_t *r = rows.data();
+	auto key = [&](uint32_t l, uint32_t pos) {
+		return (leans(pos, context, heavy) ? heavy_rows.data() : r) + (size_t)((pos * 7 + l) % ROWS) * HEADS * HEAD_DIM;
+	};
 	auto append = [&](kv::KvStore &s, uint32_t l, uint32_t pos) {
-		const bool hot = heavy && (pos / 32) % heavy == heavy / 2;
-		const uint16_t *k = (hot ? heavy_rows.data() : r) + (size_t)((pos * 7 + l) % ROWS) * HEADS * HEAD_DIM;
+		const uint16_t *k = key(l, pos);
 		const uint16_t *v = r + (size_t)((pos * 13 + l + 1) % ROWS) * HEADS * HEAD_DIM;
 		const int e = s.append(l, k, v);
 		if (e < 0)
@@ -126,7 +173,8 @@ Result run(const std::string &device, const std::string &backend, uint32_t conte
 	std::vector<float> q(HEADS * HEAD_DIM);
 	const uint32_t budget = context / 10; // HillInfer's importance rate of 10%
 	std::vector<double> times;
-	double bus = 0, dev = 0, fetch = 0, whole = 0, host_tokens = 0, host_ns = 0;
+	double bus = 0, dev = 0, fetch = 0, whole = 0, host_tokens = 0, host_ns = 0, recall = 0;
+	std::vector<uint32_t> seq0; // sequence 0's selection of layer 0 in this step
 	csd::LayerWork work;
 	kv::KvSelection sel;
 	for (uint32_t step = 0; step <= steps; step++) {
@@ -142,14 +190,33 @@ Result run(const std::string &device, const std::string &backend, uint32_t conte
 				if (s->select_begin(l, q.data(), budget) < 0)
 					die("select failed: " + s->error());
 			}
-			for (auto &s : seqs)
-				if (s->select_end(sel) < 0)
-					die("select failed: " + s->error());
+			for (size_t b = 0; b < seqs.size(); b++) {
+				if (seqs[b]->select_end(sel) < 0)
+					die("select failed: " + seqs[b]->error());
+				if (b == 0 && l == 0)
+					seq0 = sel.positions;
+			}
 		}
 		const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
 		if (step == 0)
 			continue; // the first step settles the pools (pages promoted and spilled)
 		times.push_back(dt);
+		{ // recall against exact top-k over every token of sequence 0's layer 0, outside the timed part
+			const uint32_t n = seqs[0]->tokens(0);
+			const kv::policy::SelectPlan plan = kv::policy::plan_select(n, o.sink_tokens, o.recent_tokens, budget);
+			std::vector<const uint16_t *> keys(n);
+			std::vector<csd_score> all;
+			for (uint32_t t = 0; t < n; t++) {
+				keys[t] = key(0, t);
+				csd_score sc;
+				uint32_t blocks = 0;
+				score_exact(q.data(), reinterpret_cast<const uint32_t *>(keys[t]), 1, t, HEADS, HEADS, HEAD_DIM, CSD_FP16, 1,
+					    &sc, &blocks);
+				all.push_back(sc);
+			}
+			const std::vector<uint32_t> exact = kv::policy::select_tokens(plan, all);
+			recall += (seq0 == exact ? 1.0 : attention_mass(q, keys, seq0) / attention_mass(q, keys, exact)) / steps;
+		}
 		for (size_t b = 0; b < seqs.size(); b++) {
 			const kv::KvStats a = seqs[b]->stats(), &p = before[b];
 			const double scored = (double)(a.scored_storage - p.scored_storage), pages = scored / o.page_tokens;
@@ -170,17 +237,24 @@ Result run(const std::string &device, const std::string &backend, uint32_t conte
 				work.host_read_tokens += scored;
 				work.host_reads += pages;
 			} else {
+				// What the device read and scored, as it counted it: whole K slabs (exact), or every
+				// page's bounds blocks and the chosen pages' key blocks (bounds-first).
+				const csd::DeviceCounters &da = a.device, &dp = p.device;
+				const double bound_pages = (double)(da.bound_pages - dp.bound_pages);
+				const double flash = (double)(da.flash_bytes - dp.flash_bytes), entries = (double)(da.score_entries - dp.score_entries);
 				work.query_bytes += (double)(a.storage_runs - p.storage_runs) * HEADS * HEAD_DIM * sizeof(float);
-				work.device_flash_bytes += pages * (double)slab;
-				work.device_tokens += scored;
-				work.kernel_runs += pages; // the xrt backend runs the kernel once per page
-				work.score_bytes += scored * sizeof(csd_score);
+				work.bound_flash_bytes += bound_pages * (double)bound_bytes;
+				work.bound_macs += bound_pages * 2.0 * HEADS * HEAD_DIM;
+				work.bound_pages += bound_pages;
+				work.bound_runs += bound_pages > 0 ? (double)(a.storage_runs - p.storage_runs) : 0; // one run over all bounds
+				work.device_flash_bytes += flash - bound_pages * (double)bound_bytes;
+				work.device_tokens += (double)(da.exact_tokens - dp.exact_tokens);
+				work.kernel_runs += (double)(da.exact_pages - dp.exact_pages); // the xrt backend runs the kernel once per page
+				work.score_bytes += entries * sizeof(csd_score);
+				bus += entries * sizeof(csd_score);
+				dev += flash;
 			}
 			whole += (double)(a.fetched_pages - p.fetched_pages) * 2 * (double)slab;
-			if (backend != "none") {
-				bus += scored * sizeof(csd_score);
-				dev += scored / o.page_tokens * (double)slab;
-			}
 		}
 	}
 	Result res;
@@ -198,7 +272,9 @@ Result run(const std::string &device, const std::string &backend, uint32_t conte
 	}
 	res.spilled_fraction = pages ? (double)spilled / pages : 0;
 	const double per_layer = 1.0 / ((double)steps * layers);
-	for (double *q : {&work.query_bytes, &work.device_flash_bytes, &work.device_tokens, &work.kernel_runs, &work.score_bytes,
+	res.recall = recall;
+	for (double *q : {&work.bound_flash_bytes, &work.bound_macs, &work.bound_pages, &work.bound_runs,
+			  &work.query_bytes, &work.device_flash_bytes, &work.device_tokens, &work.kernel_runs, &work.score_bytes,
 			  &work.host_pool_tokens, &work.host_read_bytes, &work.host_read_tokens, &work.host_reads, &work.fetch_bytes,
 			  &work.fetch_reads, &work.spill_bytes})
 		*q *= per_layer;
@@ -315,6 +391,47 @@ void print_model(const std::vector<Modelled> &runs)
 			    1e3 * csd::predict_step(on_cpu, step).step_s, 1e3 * csd::predict_step(slow, step).step_s,
 			    100 * std::max(0.0, hidden), csd::resource_name(t.bottleneck), csd::critical_summary(t).c_str());
 	}
+	std::fflush(stdout);
+}
+
+// Bounds-first device selection next to the others, per context and batch: the model's 32-layer step
+// (engine on a processor of its own) and one layer's selection alone, the measured bus bytes per step
+// and layer, and the recall of the selection (Documentation/kv.md, "Bounds-first device selection").
+void print_bounds_summary(const std::vector<Modelled> &runs)
+{
+	std::printf("\nBounds-first device selection (csd/select_bounds_first.hpp, margin %.1f x top-k), PREDICTED step times "
+		    "(timing model, no SmartSSD) and MEASURED bus bytes and recall (emulation on this host):\n",
+		    kv::KvOptions{}.device_margin);
+	std::printf("%7s %5s %10s %10s %10s %10s %12s %12s %12s %12s %9s %9s %8s\n", "context", "batch", "none ms", "exact ms",
+		    "bounds ms", "ideal ms", "KV none/bnd", "step none/bnd", "bus none MB", "bus bnd MB", "bus ratio",
+		    "dev MB bnd", "recall");
+	for (size_t i = 0; i < runs.size(); i++) {
+		if (std::strcmp(runs[i].backend, "ideal") || i + 3 >= runs.size() || std::strcmp(runs[i + 3].backend, "bounds"))
+			continue;
+		double step[4], alone[4];
+		for (int j = 0; j < 4; j++) {
+			const Modelled &m = runs[i + j];
+			csd::SmartSsdTiming p;
+			p.host_score_rate = m.r.host_score_rate;
+			csd::StepWork kv{m.r.work, 1, false};
+			kv.layer.compute_s = 0;
+			alone[j] = csd::predict_step(p, kv).step_s;
+			csd::StepWork w{m.r.work, MODEL_LAYERS, true};
+			w.layer.compute_s = m.engine_s;
+			step[j] = csd::predict_step(p, w).step_s;
+		}
+		const Result &none = runs[i + 1].r, &bnd = runs[i + 3].r;
+		const double l = none.layers;
+		std::printf("%7u %5u %10.0f %10.0f %10.0f %10.0f %11.2fx %11.2fx %12.1f %12.2f %8.1fx %9.1f %8.3f\n", runs[i].context,
+			    runs[i].batch, 1e3 * step[1], 1e3 * step[2], 1e3 * step[3], 1e3 * step[0], alone[1] / alone[3],
+			    step[1] / step[3], none.bus_bytes / 1e6 / l, bnd.bus_bytes / 1e6 / l, none.bus_bytes / bnd.bus_bytes,
+			    bnd.device_bytes / 1e6 / l, bnd.recall);
+	}
+	std::printf("none/exact/bounds/ideal ms: the model's 32-layer decode step with this host's engine compute; KV none/bnd: "
+		    "one layer's selection alone, none over bounds-first; step none/bnd: the same for the whole step; bus: "
+		    "measured bytes over the host bus per step and layer; dev MB bnd: bytes the emulated device read from "
+		    "its flash per step and layer with bounds-first; recall: its attention-mass recall against exact top-k "
+		    "(10%% budget; sequence 0, layer 0).\n");
 	std::fflush(stdout);
 }
 
@@ -783,7 +900,7 @@ int main(int argc, char **argv)
 		std::fprintf(stderr, "usage: bench_kv_decode DEVICE [contexts (4096,8192,16384,32768)] [batches (1,8)] "
 				     "[measured layers (1)] [steps (3)] [heavy page period (16; 0 = uniform keys)]\n       bench_kv_decode --aerp [context (512)] [budget (128)]\n       bench_kv_decode --memory [context (2048)] [budgets (64,128,256,512)]\n       bench_kv_decode --planes DEVICE [context (4096)] [kv heads (32 and 8)]\nDEVICE: a block device or file, overwritten; it needs "
 				     "about 1.4 x 16 KiB x context x batch x layers bytes\nEach context and batch runs `ideal` (all KV in "
-				     "memory), `none` and `emulated`, then the SmartSSD timing model predicts each run on a card.\n");
+				     "memory), `none`, `emulated` (exact scan) and `bounds` (emulated, bounds-first), then the SmartSSD timing model predicts each run on a card.\n");
 		return 2;
 	}
 	const std::string device = argv[1];
@@ -806,7 +923,8 @@ int main(int argc, char **argv)
 			    "per-layer figures times 32 (the model's layers), an EXTRAPOLATION, not a measurement.\n",
 			    layers, steps);
 	if (heavy)
-		std::printf("Keys: random, except one page in %u whose keys lean toward the query (concentrated importance).\n",
+		std::printf("Keys: random, except those that lean toward the query: sink tokens (the first 4), heavy hitters (one "
+			    "page in %u, and one token in 97 elsewhere) and a local window (one token in 3 of the last 2.5%%).\n",
 			    heavy);
 	else
 		std::printf("Keys: uniformly random (importance spread over every page: the worst case for fetching).\n");
@@ -816,8 +934,8 @@ int main(int argc, char **argv)
 		    emu.compute_rate / 1e9);
 	std::vector<Modelled> modelled;
 	EngineLayer engine;
-	std::printf("%7s %5s %-9s %12s %12s %14s %14s %12s %12s %12s %9s\n", "context", "batch", "backend", "step ms/layer",
-		    "step ms x32", "bus MB/layer", "bus MB x32", "in-dev MB/l", "fetch MB/l", "if pages MB/l", "spilled");
+	std::printf("%7s %5s %-9s %12s %12s %14s %14s %12s %12s %12s %9s %7s\n", "context", "batch", "backend", "step ms/layer",
+		    "step ms x32", "bus MB/layer", "bus MB x32", "in-dev MB/l", "fetch MB/l", "if pages MB/l", "spilled", "recall");
 	for (uint32_t c : contexts)
 		for (uint32_t b : batches) {
 			std::vector<uint16_t> rows((size_t)ROWS * HEADS * HEAD_DIM), heavy_rows(rows.size());
@@ -832,13 +950,14 @@ int main(int argc, char **argv)
 				heavy_rows[i] = (uint16_t)((x & 0x03ff) | 0x3800 | (dir[i % dir.size()] < 0 ? 0x8000 : 0));
 			}
 			const double engine_s = engine.seconds(b, c / 10);
-			for (const char *be : {"ideal", "none", "emulated"}) {
+			for (const char *be : {"ideal", "none", "emulated", "bounds"}) {
 				const Result r = run(device, be, c, b, layers, steps, heavy, rows, heavy_rows, dir);
 				modelled.push_back({c, b, be, r, engine_s});
-				std::printf("%7u %5u %-9s %12.1f %12.0f %14.1f %14.0f %12.1f %12.1f %12.1f %8.0f%%\n", c, b, be,
+				std::printf("%7u %5u %-9s %12.1f %12.0f %14.1f %14.0f %12.1f %12.1f %12.1f %8.0f%% %7.3f\n", c, b, be,
 					    1e3 * r.step_s / layers, 1e3 * r.step_s / layers * MODEL_LAYERS, r.bus_bytes / 1e6 / layers,
 					    r.bus_bytes / 1e6 / layers * MODEL_LAYERS, r.device_bytes / 1e6 / layers,
-					    r.fetch_bytes / 1e6 / layers, r.whole_page_bytes / 1e6 / layers, 100 * r.spilled_fraction);
+					    r.fetch_bytes / 1e6 / layers, r.whole_page_bytes / 1e6 / layers, 100 * r.spilled_fraction,
+					    r.recall);
 				std::fflush(stdout);
 			}
 		}
@@ -847,6 +966,7 @@ int main(int argc, char **argv)
 		    "bytes read to fetch the selected KV (only the 4 KiB blocks holding selected rows, whole slabs for pages "
 		    "coming back to memory); if pages: what reading those pages' K and V slabs whole would have read.\n");
 	print_model(modelled);
+	print_bounds_summary(modelled);
 	run_aerp(512, 128);
 	return 0;
 }
