@@ -6,6 +6,7 @@
 // it is given), and refused with a clear message on a bad option or a missing device.
 #include "cmocka_cpp.hpp"
 
+#include "kv/kv_store.hpp"
 #include "kv/llmcache_kv.h"
 
 #include <dirent.h>
@@ -316,6 +317,72 @@ void daemon__kv_planes__refused_out_of_range_and_truncates_low_rows(void **)
 	assert_int_equal(wait_exit(pid), 0);
 }
 
+// --kv-device-select: a bad value is refused; with bounds, a client's selections through the daemon
+// equal a local KvStore's with the same options (bounds-first on the emulated backend, whose choices
+// test_csd_bounds_first checks against the pure functions), and differ from the exact scan's on these
+// random keys (the option took effect).
+void daemon__kv_device_select_bounds__same_selection_as_local_store(void **)
+{
+	auto a = args();
+	a.insert(a.end(), {"--kv-device-select", "some"});
+	assert_int_equal(wait_exit(start(a)), 2);
+	assert_non_null(std::strstr(read_log().c_str(), "--kv-device-select some: use exact or bounds"));
+	a = args();
+	a.insert(a.end(), {"--kv-device-select", "bounds"});
+	const pid_t pid = start(a);
+	assert_true(wait_for(g_dir + "/sock", true));
+	llmcache_kv *kv;
+	assert_int_equal(llmcache_kv_open((g_dir + "/sock").c_str(), &shape, &kv), 0);
+	std::unique_ptr<llmcache::kv::KvStore> local[2]; // bounds-first, exact
+	for (int i = 0; i < 2; i++) {
+		const std::string dev = g_dir + "/local" + std::to_string(i) + ".img";
+		const int fd = open(dev.c_str(), O_CREAT | O_RDWR, 0600);
+		assert_true(fd >= 0 && ftruncate(fd, 4 << 20) == 0);
+		close(fd);
+		llmcache::kv::KvOptions o;
+		o.cpu_budget = 24 << 10;
+		o.page_tokens = 16;
+		o.recent_tokens = 32;
+		o.backend = "emulated";
+		o.device = dev;
+		o.device_select = i ? llmcache::csd::DeviceSelect::Exact : llmcache::csd::DeviceSelect::BoundsFirst;
+		std::string err;
+		assert_int_equal(llmcache::kv::KvStore::open({1, 8, 2, 16, CSD_FP16, 2048}, o, local[i], err), 0);
+	}
+	std::mt19937 rng(9);
+	std::vector<uint8_t> k(400 * 64), v(400 * 64);
+	for (size_t i = 0; i < k.size(); i++)
+		k[i] = (uint8_t)(i & 1 ? rng() & 0x3b : rng());
+	for (auto &b : v)
+		b = (uint8_t)rng();
+	for (uint32_t t = 0; t < 400; t += 16)
+		assert_int_equal(llmcache_kv_append(kv, 0, &k[t * 64], &v[t * 64], 16), 0);
+	for (auto &s : local)
+		for (uint32_t t = 0; t < 400; t++)
+			assert_true(s->append(0, &k[t * 64], &v[t * 64]) >= 0);
+	std::vector<float> q(8 * 16);
+	std::normal_distribution<float> nd;
+	size_t differ = 0;
+	for (int step = 0; step < 4; step++) {
+		for (float &x : q)
+			x = nd(rng);
+		llmcache_kv_selection sel;
+		assert_int_equal(llmcache_kv_select(kv, 0, q.data(), 64, &sel), 0);
+		llmcache::kv::KvSelection want, exact;
+		assert_int_equal(local[0]->select(0, q.data(), 64, want), 0);
+		assert_int_equal(local[1]->select(0, q.data(), 64, exact), 0);
+		assert_int_equal(sel.n, want.positions.size());
+		assert_memory_equal(sel.positions, want.positions.data(), sel.n * sizeof(uint32_t));
+		assert_memory_equal(sel.k, want.k.data(), want.k.size());
+		differ += want.positions != exact.positions;
+	}
+	assert_true(differ > 0);
+	assert_true(local[0]->stats().device.bound_pages > 0);
+	llmcache_kv_close(kv);
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+}
+
 } // namespace
 
 int main()
@@ -325,6 +392,7 @@ int main()
 		cmocka_unit_test(daemon__killed_mid_spill_restarted__serves_only_new_data),
 		cmocka_unit_test(daemon__bad_option_or_missing_device__clear_refusal),
 		cmocka_unit_test(daemon__kv_planes__refused_out_of_range_and_truncates_low_rows),
+		cmocka_unit_test(daemon__kv_device_select_bounds__same_selection_as_local_store),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
