@@ -51,7 +51,7 @@ echo "=== KV scoring: exact kernel against the memory-bandwidth bound ==="
 "$tests/bench_kv_score" | tee "$out/kv-score.txt"
 
 echo
-echo "=== KV decode steps: ideal (in memory), none and emulated (an emulation of a SmartSSD), and the SmartSSD timing model's predictions ==="
+echo "=== KV decode steps: ideal (in memory), none, emulated and bounds (emulated, bounds-first: an emulation of a SmartSSD), and the SmartSSD timing model's predictions ==="
 max_ctx=$(tr ',' '\n' <<<"$contexts,$uniform" | grep . | sort -n | tail -1)
 max_batch=$(tr ',' '\n' <<<"$batches" | sort -n | tail -1)
 truncate -s $((max_ctx * max_batch * layers * 16384 * 3 / 2 + (max_batch << 27))) "$dir/decode.img"
