@@ -60,6 +60,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr uint32_t HEADS = 32, HEAD_DIM = 128, MODEL_LAYERS = 32, ROWS = 257;
+double g_margin = kv::KvOptions{}.device_margin; // the bounds run's margin (7th argument)
 
 [[noreturn]] void die(const std::string &msg)
 {
@@ -146,6 +147,7 @@ Result run(const std::string &device, const std::string &backend, uint32_t conte
 	o.backend = ideal ? "none" : backend == "bounds" ? "emulated" : backend;
 	if (backend == "bounds")
 		o.device_select = csd::DeviceSelect::BoundsFirst;
+	o.device_margin = g_margin;
 	const bool host_reads_k = o.backend == "none";
 	const csd::KvGeometry geo{HEADS, HEADS, HEAD_DIM, CSD_FP16, o.page_tokens};
 	const uint64_t bound_bytes = (uint64_t)csd::bounds_layout(geo).bound_blocks * 4096;
@@ -404,7 +406,7 @@ void print_bounds_summary(const std::vector<Modelled> &runs)
 {
 	std::printf("\nBounds-first device selection (csd/select_bounds_first.hpp, margin %.1f x top-k), PREDICTED step times "
 		    "(timing model, no SmartSSD) and MEASURED bus bytes and recall (emulation on this host):\n",
-		    kv::KvOptions{}.device_margin);
+		    g_margin);
 	std::printf("%7s %5s %10s %10s %10s %10s %12s %12s %12s %12s %9s %9s %8s %6s\n", "context", "batch", "none ms", "exact ms",
 		    "bounds ms", "ideal ms", "KV none/bnd", "step none/bnd", "bus none MB", "bus bnd MB", "bus ratio",
 		    "dev MB bnd", "recall", "exact");
@@ -901,7 +903,7 @@ int main(int argc, char **argv)
 	}
 	if (argc < 2) {
 		std::fprintf(stderr, "usage: bench_kv_decode DEVICE [contexts (4096,8192,16384,32768)] [batches (1,8)] "
-				     "[measured layers (1)] [steps (3)] [heavy page period (16; 0 = uniform keys)]\n       bench_kv_decode --aerp [context (512)] [budget (128)]\n       bench_kv_decode --memory [context (2048)] [budgets (64,128,256,512)]\n       bench_kv_decode --planes DEVICE [context (4096)] [kv heads (32 and 8)]\nDEVICE: a block device or file, overwritten; it needs "
+				     "[measured layers (1)] [steps (3)] [heavy page period (16; 0 = uniform keys)] [bounds-first margin (2)]\n       bench_kv_decode --aerp [context (512)] [budget (128)]\n       bench_kv_decode --memory [context (2048)] [budgets (64,128,256,512)]\n       bench_kv_decode --planes DEVICE [context (4096)] [kv heads (32 and 8)]\nDEVICE: a block device or file, overwritten; it needs "
 				     "about 1.4 x 16 KiB x context x batch x layers bytes\nEach context and batch runs `ideal` (all KV in "
 				     "memory), `none`, `emulated` (exact scan) and `bounds` (emulated, bounds-first), then the SmartSSD timing model predicts each run on a card.\n");
 		return 2;
@@ -911,6 +913,9 @@ int main(int argc, char **argv)
 	const auto batches = parse_list(argc > 3 ? argv[3] : "1,8");
 	const uint32_t layers = argc > 4 ? (uint32_t)std::atoi(argv[4]) : 1, steps = argc > 5 ? (uint32_t)std::atoi(argv[5]) : 3;
 	const uint32_t heavy = argc > 6 ? (uint32_t)std::atoi(argv[6]) : 16;
+	if (argc > 7 && !(std::atof(argv[7]) >= 1))
+		die("the bounds-first margin must be at least 1");
+	g_margin = argc > 7 ? std::atof(argv[7]) : g_margin;
 	utsname u{};
 	uname(&u);
 	const csd::EmulatedConfig emu;
