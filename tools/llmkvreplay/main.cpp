@@ -14,7 +14,6 @@
 #include <sstream>
 #include <system_error>
 
-#include "../llmtrace/version.hpp"
 #include "kv/kv_replay.hpp"
 #include "util/units.hpp"
 
@@ -103,7 +102,7 @@ int run(int argc, char **argv)
 		throw Usage(std::string(e.what()) + " (see --help)");
 	}
 	if (vm.count("version")) {
-		std::cout << "llmkvreplay " LLMCACHE_TOOLS_VERSION "\n";
+		std::cout << "llmkvreplay " LLMCACHE_VERSION "\n";
 		return std::cout.flush() ? 0 : exit_trace;
 	}
 	if (vm.count("help")) {

@@ -23,7 +23,6 @@
 #include <system_error>
 #include <thread>
 
-#include "../llmtrace/version.hpp"
 #include "sim/enforce.hpp"
 #include "sim/replay.hpp"
 #include "sim/report.hpp"
@@ -319,7 +318,7 @@ int run(int argc, char **argv)
 		throw Usage(std::string(e.what()) + " (see --help)");
 	}
 	if (vm.count("version")) {
-		std::cout << "llmreplay " LLMCACHE_TOOLS_VERSION "\n" << std::flush;
+		std::cout << "llmreplay " LLMCACHE_VERSION "\n" << std::flush;
 		if (!std::cout)
 			throw std::system_error(errno ? errno : EIO, std::generic_category(), "cannot write to stdout");
 		return 0;

@@ -15,7 +15,6 @@
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
-#include "../llmtrace/version.hpp"
 #include "trace/trace.hpp"
 #include "util/units.hpp"
 #include "workload/gguf.hpp"
@@ -357,7 +356,7 @@ int main(int argc, char **argv)
 		return args.empty() ? 2 : stdout_written("--help");
 	}
 	if (args[0] == "--version") {
-		std::printf("llmworkload %s\n", LLMCACHE_TOOLS_VERSION);
+		std::printf("llmworkload %s\n", LLMCACHE_VERSION);
 		return stdout_written("--version");
 	}
 	std::string cmd = args[0];
