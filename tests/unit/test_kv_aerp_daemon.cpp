@@ -5,6 +5,7 @@
 // and bad client input (a budget below sink + recent, no weights, x for a session that does not
 // recompute, budget 0, d_model out of range) gets a clear error, not a crash.
 #include "cmocka_cpp.hpp"
+#include "kv_test_daemon.hpp"
 
 #include "kv/llmcache_kv.h"
 
@@ -22,44 +23,8 @@
 
 namespace {
 
-std::string g_bin, g_dir;
-pid_t g_pid = -1;
-
-int setup(void **)
-{
-	char self[4096];
-	const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	const std::string p(self, n > 0 ? (size_t)n : 0);
-	g_bin = p.substr(0, p.rfind('/')) + "/../bin/llmcached";
-	char tmpl[] = "/var/tmp/llmcached-aerp-XXXXXX";
-	if (!mkdtemp(tmpl) || access(g_bin.c_str(), X_OK) != 0)
-		return -1;
-	g_dir = tmpl;
-	g_pid = fork();
-	if (g_pid == 0) {
-		const int fd = open((g_dir + "/log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-		dup2(fd, 2);
-		const std::string sock = g_dir + "/sock";
-		execl(g_bin.c_str(), g_bin.c_str(), "--socket", sock.c_str(), "--kv-sink-tokens", "1", "--kv-recent-tokens",
-		      "2", (char *)nullptr);
-		_exit(127);
-	}
-	for (int i = 0; i < 500; i++) {
-		struct stat st;
-		if (stat((g_dir + "/sock").c_str(), &st) == 0)
-			return 0;
-		std::this_thread::sleep_for(std::chrono::milliseconds(10));
-	}
-	return -1;
-}
-
-int teardown(void **)
-{
-	if (g_pid > 0 && kill(g_pid, SIGTERM) == 0)
-		waitpid(g_pid, nullptr, 0);
-	std::system(("rm -rf " + g_dir).c_str());
-	return 0;
-}
+int setup(void **) { return kv_test_daemon::start("aerp"); }
+int teardown(void **) { return kv_test_daemon::stop(); }
 
 // One layer, 2 query and 2 KV heads of dimension 4, fp32; d_model 4 (x is smaller than the K and V of
 // both heads, 16 elements): tokens every head keeps are stored as x.
@@ -77,7 +42,7 @@ void aerp_daemon__append_x_select__kept_rows_as_appended(void **)
 		w = U(rng);
 	const llmcache_kv_aerp aerp{4, DM, wk.data(), wv.data()};
 	llmcache_kv *kv;
-	const int r = llmcache_kv_open_aerp((g_dir + "/sock").c_str(), &shape, &aerp, &kv);
+	const int r = llmcache_kv_open_aerp((kv_test_daemon::dir + "/sock").c_str(), &shape, &aerp, &kv);
 	if (r)
 		fail_msg("open: %s", llmcache_kv_error(kv));
 	const uint32_t T = 12;
@@ -127,7 +92,7 @@ void aerp_daemon__append_x_select__kept_rows_as_appended(void **)
 	}
 	// The daemon's listing shows the session's AERP counters.
 	char listing[4096];
-	assert_true(llmcache_kv_status((g_dir + "/sock").c_str(), listing, sizeof(listing)) > 0);
+	assert_true(llmcache_kv_status((kv_test_daemon::dir + "/sock").c_str(), listing, sizeof(listing)) > 0);
 	const char *at = strstr(listing, " aerp_tokens ");
 	assert_non_null(at);
 	assert_int_equal(std::atoi(at + strlen(" aerp_tokens ")), sel.n);
@@ -137,7 +102,7 @@ void aerp_daemon__append_x_select__kept_rows_as_appended(void **)
 
 void aerp_daemon__bad_input__clear_error(void **)
 {
-	const std::string sock = g_dir + "/sock";
+	const std::string sock = kv_test_daemon::dir + "/sock";
 	std::vector<float> w(DM * DIMS, 0.5f);
 	llmcache_kv *kv;
 	auto refused = [&](const llmcache_kv_aerp &a, const char *says) {

@@ -6,6 +6,7 @@
 // threshold the memory would never pass, a readout from a session without the memory or without a
 // select, malformed OPEN_MEMORY packets) gets a clear error while the daemon keeps serving.
 #include "cmocka_cpp.hpp"
+#include "kv_test_daemon.hpp"
 
 #include "kv/llmcache_kv.h"
 #include "kv/protocol.hpp"
@@ -31,44 +32,8 @@ using namespace llmcache::kv;
 
 namespace {
 
-std::string g_bin, g_dir;
-pid_t g_pid = -1;
-
-int setup(void **)
-{
-	char self[4096];
-	const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	const std::string p(self, n > 0 ? (size_t)n : 0);
-	g_bin = p.substr(0, p.rfind('/')) + "/../bin/llmcached";
-	char tmpl[] = "/var/tmp/llmcached-memory-XXXXXX";
-	if (!mkdtemp(tmpl) || access(g_bin.c_str(), X_OK) != 0)
-		return -1;
-	g_dir = tmpl;
-	g_pid = fork();
-	if (g_pid == 0) {
-		const int fd = open((g_dir + "/log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-		dup2(fd, 2);
-		const std::string sock = g_dir + "/sock";
-		execl(g_bin.c_str(), g_bin.c_str(), "--socket", sock.c_str(), "--kv-sink-tokens", "1", "--kv-recent-tokens",
-		      "2", (char *)nullptr);
-		_exit(127);
-	}
-	for (int i = 0; i < 500; i++) {
-		struct stat st;
-		if (stat((g_dir + "/sock").c_str(), &st) == 0)
-			return 0;
-		std::this_thread::sleep_for(std::chrono::milliseconds(10));
-	}
-	return -1;
-}
-
-int teardown(void **)
-{
-	if (g_pid > 0 && kill(g_pid, SIGTERM) == 0)
-		waitpid(g_pid, nullptr, 0);
-	std::system(("rm -rf " + g_dir).c_str());
-	return 0;
-}
+int setup(void **) { return kv_test_daemon::start("memory"); }
+int teardown(void **) { return kv_test_daemon::stop(); }
 
 // One layer, 4 query heads over 2 KV heads of dimension 4, fp32; selects of up to 16 tokens.
 const llmcache_kv_shape shape{1, 4, 2, 4, LLMCACHE_KV_FP32, 64, 16, 4};
@@ -152,7 +117,7 @@ uint32_t run_session(llmcache_kv *kv, uint32_t T, uint32_t threshold, uint32_t s
 uint64_t listed(const char *field)
 {
 	char listing[4096];
-	assert_true(llmcache_kv_status((g_dir + "/sock").c_str(), listing, sizeof(listing)) > 0);
+	assert_true(llmcache_kv_status((kv_test_daemon::dir + "/sock").c_str(), listing, sizeof(listing)) > 0);
 	const char *at = strstr(listing, field);
 	if (!at)
 		fail_msg("the listing has no '%s': %s", field, listing);
@@ -164,7 +129,7 @@ void memory_daemon__selects__readout_equals_direct_over_evicted(void **)
 	const llmcache_kv_aerp aerp{4, 0, nullptr, nullptr};
 	const llmcache_kv_memory memory{0};
 	llmcache_kv *kv;
-	if (llmcache_kv_open_memory((g_dir + "/sock").c_str(), &shape, &aerp, &memory, &kv))
+	if (llmcache_kv_open_memory((kv_test_daemon::dir + "/sock").c_str(), &shape, &aerp, &memory, &kv))
 		fail_msg("open: %s", llmcache_kv_error(kv));
 	const uint32_t T = 30;
 	const uint32_t pairs = run_session(kv, T, 0, 3);
@@ -180,7 +145,7 @@ void memory_daemon__short_context__no_readout_until_threshold(void **)
 	const llmcache_kv_aerp aerp{4, 0, nullptr, nullptr};
 	const llmcache_kv_memory memory{10};
 	llmcache_kv *kv;
-	if (llmcache_kv_open_memory((g_dir + "/sock").c_str(), &shape, &aerp, &memory, &kv))
+	if (llmcache_kv_open_memory((kv_test_daemon::dir + "/sock").c_str(), &shape, &aerp, &memory, &kv))
 		fail_msg("open: %s", llmcache_kv_error(kv));
 	run_session(kv, 16, 10, 7);
 	assert_int_equal(listed(" memory_short "), 10);
@@ -194,7 +159,7 @@ int raw_request(uint16_t type, const void *payload, uint32_t len, int fd)
 	const int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	sockaddr_un addr{};
 	addr.sun_family = AF_UNIX;
-	std::strcpy(addr.sun_path, (g_dir + "/sock").c_str());
+	std::strcpy(addr.sun_path, (kv_test_daemon::dir + "/sock").c_str());
 	assert_int_equal(connect(s, (sockaddr *)&addr, sizeof(addr)), 0);
 	proto::Header h{proto::MAGIC, proto::VERSION, type, len, 1};
 	iovec iov[2] = {{&h, sizeof(h)}, {const_cast<void *>(payload), len}};
@@ -223,7 +188,7 @@ int raw_request(uint16_t type, const void *payload, uint32_t len, int fd)
 
 void memory_daemon__bad_input__clear_error(void **)
 {
-	const std::string sock = g_dir + "/sock";
+	const std::string sock = kv_test_daemon::dir + "/sock";
 	const llmcache_kv_aerp aerp{4, 0, nullptr, nullptr};
 	llmcache_kv *kv;
 	auto refused = [&](const llmcache_kv_aerp &a, const llmcache_kv_memory &mem, const char *says) {
@@ -286,7 +251,7 @@ void memory_daemon__bad_input__clear_error(void **)
 	assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
 	assert_int_equal(raw_request(proto::OPEN_MEMORY, &om, sizeof(om), fd), -EINVAL);
 	close(fd);
-	assert_int_equal(kill(g_pid, 0), 0);
+	assert_int_equal(kill(kv_test_daemon::pid, 0), 0);
 	assert_int_equal(llmcache_kv_open_memory(sock.c_str(), &shape, &aerp, &mem, &kv), 0);
 	llmcache_kv_close(kv);
 }
