@@ -84,10 +84,10 @@ uint64_t llc_plan_mapped_budget(uint64_t configured, const struct llc_memcg_snap
  * The room, unlocked, that an mmap engine streaming loops of loop_bytes needs in a cgroup that leaves room
  * bytes for the pins and the stream together: eight read-ahead windows of readahead bytes at least (four
  * read ahead of the engine, the read-around of its fault, two of passed blocks not dropped yet and one
- * in flight), and
- * a third of what the room leaves out of the loops, which is a quarter of what the engine then streams
- * per token; with less, the reads of one token evict each other before they are used. At most two
- * thirds of room: the pinned head keeps a third, which the stream then does not have to bring in.
+ * in flight), and a third of what the room leaves out of the loops, which is a quarter of what the
+ * engine then streams per token; with less, the reads of one token evict each other before they are
+ * used. At most two thirds of room: the pinned head keeps a third, which the stream then does not have
+ * to bring in.
  */
 uint64_t llc_plan_stream_room(uint64_t readahead, uint64_t loop_bytes, uint64_t room);
 
