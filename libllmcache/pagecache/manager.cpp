@@ -250,6 +250,9 @@ void Manager::measure_engine(uint64_t now_ns)
 	if (now_ns - last_code_scan_ns_ >= CODE_SCAN_NS) {
 		last_code_scan_ns_ = now_ns;
 		lock_engine_code(managed);
+		// What is locked of the engines' code is theirs from now on: the budget leaves it room at once,
+		// not at the next reading.
+		code_ = std::max(code_, engine_code_locked() * BS);
 	}
 	if (now_ns - last_measure_ns_ < 1'000'000'000)
 		return;
@@ -265,7 +268,8 @@ void Manager::measure_engine(uint64_t now_ns)
 	code_readings_[code_at_++ % CODE_READINGS] = code;
 	// Locked code is not evicted, and stays mapped: once there is some, the last reading is what the
 	// engines keep.
-	code_ = engine_code_locked() ? code : *std::max_element(std::begin(code_readings_), std::end(code_readings_));
+	code_ = std::max(engine_code_locked() ? code : *std::max_element(std::begin(code_readings_), std::end(code_readings_)),
+			 engine_code_locked() * BS);
 }
 
 // The engines' own code. Once they went round a head file's loop twice since they started, what they
