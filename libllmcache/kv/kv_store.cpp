@@ -314,7 +314,34 @@ int KvStore::spill()
 		for (const Page &p : pages_[l])
 			snap.pages[l].push_back(page_info(p));
 	}
-	const std::vector<policy::PageRef> cand = policy::choose_spill_victims(snap, params(), budget());
+	const std::vector<policy::PageRef> victims = policy::choose_spill_victims(snap, params(), budget());
+	auto leave_memory = [&](Page &p) {
+		p.k.reset();
+		p.v.reset();
+		stats_.cpu_bytes -= pb;
+		stats_.cpu_pages--;
+		stats_.spilled_pages++;
+	};
+	// Clean demotion: a victim whose device copy holds the tokens it holds points at that copy again.
+	std::vector<policy::PageRef> cand; // the victims that need a write
+	for (const policy::PageRef &c : victims) {
+		Page &p = pages_[c.layer][c.page];
+		if (p.clean()) {
+			leave_memory(p);
+			stats_.clean_spills++;
+			continue;
+		}
+		if (p.k_off >= 0) // a stale copy: the page changed since it was written
+			drop_device_copy(p);
+		cand.push_back(c);
+	}
+	// Slots for the writes: copies kept of resident pages give theirs up if the device is short.
+	const uint64_t free_pages = pool_->slots_free() / 2;
+	if (cand.size() > free_pages)
+		for (const policy::PageRef &c : policy::choose_copies_to_drop(snap, victims, cand.size() - free_pages)) {
+			drop_device_copy(pages_[c.layer][c.page]);
+			stats_.copies_dropped++;
+		}
 	std::vector<SlabWrite> w;
 	std::vector<SlabBuffer> planar; // two-plane precision: the V slabs as written, until the write is done
 	for (const policy::PageRef &c : cand) {
@@ -339,7 +366,7 @@ int KvStore::spill()
 	}
 	std::vector<int64_t> res;
 	std::string err;
-	int r = pool_->write(w, res, err);
+	int r = w.empty() ? 0 : pool_->write(w, res, err);
 	stats_.spill_batches++;
 	std::vector<policy::PageRef> failed;
 	for (size_t i = 0; i < cand.size(); i++) {
@@ -356,14 +383,11 @@ int KvStore::spill()
 		Page &p = pages_[cand[i].layer][cand[i].page];
 		p.k_off = ko;
 		p.v_off = vo;
-		p.k.reset();
-		p.v.reset();
-		stats_.cpu_bytes -= pb;
-		stats_.cpu_pages--;
-		stats_.spilled_pages++;
+		p.device_tokens = p.n_tokens;
+		leave_memory(p);
 	}
 	if (trace_)
-		trace_->spill(cand, failed);
+		trace_->spill(victims, failed);
 	if (r < 0)
 		return set_error(r, err);
 	if (stats_.cpu_bytes > opt_.cpu_budget)
@@ -371,6 +395,14 @@ int KvStore::spill()
 					     " bytes: every page left in memory holds sink or recent tokens; raise the "
 					     "budget or lower sink/recent tokens");
 	return 0;
+}
+
+void KvStore::drop_device_copy(Page &p)
+{
+	pool_->release((uint64_t)p.k_off);
+	pool_->release((uint64_t)p.v_off);
+	p.k_off = p.v_off = -1;
+	p.device_tokens = 0;
 }
 
 bool KvStore::resident(uint32_t layer, uint32_t pos) const
@@ -676,13 +708,10 @@ int KvStore::select_end(KvSelection &out)
 	}
 	if (trace_)
 		trace_->promoted(layer, promoted);
-	for (size_t i = 0; i < promoted.size(); i++) {
+	for (size_t i = 0; i < promoted.size(); i++) { // each keeps its device copy: its next spill is clean
 		Page &p = pages_[layer][promoted[i]];
-		pool_->release((uint64_t)p.k_off);
-		pool_->release((uint64_t)p.v_off);
 		p.k = std::move(incoming[i].k);
 		p.v = std::move(incoming[i].v);
-		p.k_off = p.v_off = -1;
 		stats_.cpu_bytes += page_bytes();
 		stats_.cpu_pages++;
 		stats_.spilled_pages--;
@@ -696,14 +725,18 @@ int KvStore::select_end(KvSelection &out)
 KvStats KvStore::stats() const
 {
 	KvStats s = stats_;
-	if (pool_)
+	if (pool_) {
 		s.storage = pool_->stats();
+		s.storage_slots_used = pool_->slots() - pool_->slots_free();
+	}
 	if (backend_)
 		s.device = backend_->counters();
 	for (const auto &layer : pages_)
-		for (const Page &p : layer)
+		for (const Page &p : layer) {
 			(p.k ? s.cpu_tokens : s.storage_tokens) += p.n_tokens;
-	s.storage_bytes = s.spilled_pages * 2 * slab_bytes_;
+			s.resident_copies += p.k && p.k_off >= 0;
+		}
+	s.storage_bytes = (s.spilled_pages + s.resident_copies) * 2 * slab_bytes_;
 	for (const AerpLayer &l : aerp_) {
 		s.aerp_tokens += l.tok.size();
 		for (const AerpToken &t : l.tok) {

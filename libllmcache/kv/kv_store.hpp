@@ -7,7 +7,8 @@
  *    pool goes over budget, whole pages are spilled in one batch down to 7/8 of the budget. Pages that
  *    hold sink tokens or recent tokens never leave memory; among the others the least often selected
  *    (hit count) and then the oldest go first. A page that cannot be written stays in memory: nothing
- *    the CPU pool holds is ever dropped.
+ *    the CPU pool holds is ever dropped. A page that comes back to memory keeps its device copy, so
+ *    spilling it again writes nothing (clean demotion; policy_spill.hpp).
  *  - the decisions (which pages spill, which tokens are selected, which pages come back) are the pure
  *    functions of policy_*.hpp; this file executes them, and writes a KV trace of them when asked
  *    (KvOptions::trace, kv_trace.hpp) that the KV replay (kv_replay.hpp) reproduces.
@@ -115,12 +116,18 @@ struct KvSelection {
 struct KvStats {
 	uint64_t cpu_bytes = 0, cpu_pages = 0, spilled_pages = 0, spill_batches = 0, spill_failures = 0;
 	uint64_t fetched_pages = 0, promoted_pages = 0, selects = 0, scored_cpu = 0, scored_storage = 0;
+	// Clean demotion: pages spilled without a write (their device copy was kept when they came back),
+	// and device copies of resident pages dropped to make room for pages that needed a write.
+	uint64_t clean_spills = 0, copies_dropped = 0;
 	// Scoring throughput measured online (HillInfer's f_c and f_s): tokens scored and the time taken by
 	// the CPU pool, and by the backend from submit to its last Score Block. beta() = f_c / f_s is the
 	// CPU:storage capacity ratio at which both finish together (HillInfer Eq. 1).
 	uint64_t cpu_score_ns = 0, storage_score_ns = 0;
 	uint64_t cpu_runs = 0, storage_runs = 0; // selects that scored CPU pages / storage backend jobs
-	uint64_t cpu_tokens = 0, storage_tokens = 0, storage_bytes = 0; // held now (stats() counts them)
+	// Held now (stats() counts them): storage_bytes are the device slots in use, those of the spilled
+	// pages and of the copies kept of resident pages (resident_copies of them).
+	uint64_t cpu_tokens = 0, storage_tokens = 0, storage_bytes = 0, resident_copies = 0;
+	uint64_t storage_slots_used = 0; // the storage pool's own count: its slots less its free list
 	double beta() const
 	{
 		return cpu_score_ns && storage_score_ns && scored_storage
@@ -201,7 +208,11 @@ private:
 		// CRC32C per 4 KiB block of the K and V slabs (kvio/slab.hpp), fed as rows are appended and completed
 		// at the first spill: what a read of only the selected rows' blocks is verified against.
 		BlockCrcs kb, vb;
+		// The device copy's K and V slabs (-1: none). A page that comes back to memory keeps them, so
+		// that spilling it again writes nothing while it holds the tokens the copy holds.
 		int64_t k_off = -1, v_off = -1;
+		uint32_t device_tokens = 0; // tokens the device copy holds
+		bool clean() const { return k_off >= 0 && device_tokens == n_tokens; }
 	};
 	// AERP: one retained token, its storage in one of three forms.
 	enum class Form : uint8_t { Recent, Kv, X };
@@ -240,7 +251,9 @@ private:
 	std::vector<policy::CompressedMemory> memory_; // per layer, allocated at its first eviction
 	// What the policy functions decide from: the parameters, and the pages' states.
 	policy::Params params() const;
-	policy::PageInfo page_info(const Page &p) const { return {p.n_tokens, p.hits, (bool)p.k}; }
+	policy::PageInfo page_info(const Page &p) const { return {p.n_tokens, p.hits, (bool)p.k, p.clean()}; }
+	// Gives up a page's device slots (its copy is gone).
+	void drop_device_copy(Page &p);
 	int set_error(int e, std::string msg);
 	int spill();
 	// spill(), remembering a failure so that append does not retry before a page fills.

@@ -4,7 +4,8 @@
  * sink and recent tokens, the CPU pool's byte budget and HillInfer's beta) and a snapshot of its pool
  * (per layer and page: tokens held, selects that chose one of its tokens, whether it is in memory).
  * The decisions themselves are pure functions over these, one algorithm per file:
- *  - policy_spill.hpp: the CPU pool's byte target, when an append must spill, and which pages go;
+ *  - policy_spill.hpp: the CPU pool's byte target, when an append must spill, which pages go, and
+ *    which device copies of resident pages give up their slots when the device is full;
  *  - policy_select.hpp: the always-kept set, the top-k over the scores, and which pages count a hit;
  *  - policy_pool_update.hpp: which fetched pages come back to memory after a select.
  * KvStore (kv_store.cpp) executes them with real pages and I/O; the KV replay (kv_replay.hpp) executes
@@ -26,6 +27,10 @@ struct Params {
 struct PageInfo {
 	uint32_t n_tokens = 0, hits = 0;
 	bool resident = true;
+	// The device holds an up-to-date copy of the page: always for a spilled page; for a resident one,
+	// when it came back from the device unchanged (its slots are kept, so spilling it again writes
+	// nothing). The KV replay leaves it false: no decision but the choice of copies to drop reads it.
+	bool device_copy = false;
 };
 
 struct PageRef {

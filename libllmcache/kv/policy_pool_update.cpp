@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "kv/policy_pool_update.hpp"
 
+#include "kv/policy_spill.hpp"
+
 #include <algorithm>
 
 namespace llmcache::kv::policy {
@@ -18,7 +20,8 @@ std::vector<uint32_t> choose_promotions(const std::vector<PageInfo> &layer, std:
 	std::sort(low.begin(), low.end());
 	std::vector<uint32_t> order(fetched.begin(), fetched.end());
 	std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return layer[a].hits > layer[b].hits; });
-	uint64_t room = cpu_bytes < target && prm.page_bytes ? (target - cpu_bytes) / prm.page_bytes : 0;
+	const uint64_t floor = spill_floor(target);
+	uint64_t room = cpu_bytes < floor && prm.page_bytes ? (floor - cpu_bytes) / prm.page_bytes : 0;
 	for (size_t i = 0, v = 0; i < order.size(); i++) {
 		const uint32_t h = layer[order[i]].hits;
 		if (room)

@@ -2,10 +2,15 @@
 /*
  * The pool update after a select (HillInfer's bidirectional pools, Sec. 3.2): of the spilled pages that
  * hold selected tokens, which come back to memory. Most selected first, a page comes back while the
- * CPU pool has room under its target, or when a page of the layer that could be spilled in its place
- * was selected at least PROMOTE_MARGIN selects fewer: each such resident page is paired with one
- * promotion, so the spill that follows evicts exactly those pages. The pairing and the margin keep
- * pages from ping-ponging: with a repeated query the placement settles and stops moving.
+ * CPU pool has room under the floor a spill leaves it at (7/8 of its target, policy_spill.hpp), or when
+ * a page of the layer that could be spilled in its place was selected at least PROMOTE_MARGIN selects
+ * fewer: each such resident page is paired with one promotion, and the spills that follow evict the
+ * least selected pages first, those. The pairing and the margin keep pages from ping-ponging: with a
+ * repeated query the placement settles and stops moving.
+ * Room is counted up to the floor, not up to the target: the slack between them is what lets a spill
+ * batch its pages, and refilling it at every select without a pair brought back pages (one whole page
+ * read each) that the next spill sent out again, about 37 pages per layer and step at 32K context in
+ * bench_kv_decode (Documentation/kv.md, "Clean demotion and the pool update").
  */
 #pragma once
 #include "kv/policy.hpp"

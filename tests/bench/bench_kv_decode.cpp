@@ -61,6 +61,7 @@ namespace {
 
 constexpr uint32_t HEADS = 32, HEAD_DIM = 128, MODEL_LAYERS = 32, ROWS = 257;
 double g_margin = kv::KvOptions{}.device_margin; // the bounds run's margin (7th argument)
+uint32_t g_warmup = 1; // decode steps before the measured ones (8th argument)
 
 [[noreturn]] void die(const std::string &msg)
 {
@@ -88,6 +89,9 @@ struct Result {
 	// coming back to memory), and what fetching the same pages' K and V slabs whole would read
 	double fetch_bytes = 0, whole_page_bytes = 0;
 	double spilled_fraction = 0;
+	// per step: pages the pool update brought back to memory, pages spilled, and of those the ones
+	// spilled without a write (clean demotion: their device copy was kept)
+	double promoted_pages = 0, spilled_pages = 0, clean_spills = 0;
 	uint32_t layers = 1; // measured
 	// Attention-mass recall of the selection against exact top-k at the same budget (sequence 0, layer 0,
 	// mean over the measured steps): sum over the selection of each query head's softmax weight over all
@@ -177,10 +181,11 @@ Result run(const std::string &device, const std::string &backend, uint32_t conte
 	const uint32_t budget = context / 10; // HillInfer's importance rate of 10%
 	std::vector<double> times;
 	double bus = 0, dev = 0, fetch = 0, whole = 0, host_tokens = 0, host_ns = 0, recall = 0, same = 0;
+	double promoted = 0, spills = 0, clean = 0;
 	std::vector<uint32_t> seq0; // sequence 0's selection of layer 0 in this step
 	csd::LayerWork work;
 	kv::KvSelection sel;
-	for (uint32_t step = 0; step <= steps; step++) {
+	for (uint32_t step = 0; step < g_warmup + steps; step++) {
 		for (size_t i = 0; i < q.size(); i++)
 			q[i] = dir[i] + 0.25f * ((float)(((i + step * 31) * 2654435761u) % 1024) / 512.0f - 1.0f);
 		std::vector<kv::KvStats> before;
@@ -201,8 +206,8 @@ Result run(const std::string &device, const std::string &backend, uint32_t conte
 			}
 		}
 		const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-		if (step == 0)
-			continue; // the first step settles the pools (pages promoted and spilled)
+		if (step < g_warmup)
+			continue; // the warm-up settles the pools (pages promoted and spilled)
 		times.push_back(dt);
 		{ // recall against exact top-k over every token of sequence 0's layer 0, outside the timed part
 			const uint32_t n = seqs[0]->tokens(0);
@@ -259,6 +264,9 @@ Result run(const std::string &device, const std::string &backend, uint32_t conte
 				dev += flash;
 			}
 			whole += (double)(a.fetched_pages - p.fetched_pages) * 2 * (double)slab;
+			promoted += (double)(a.promoted_pages - p.promoted_pages);
+			clean += (double)(a.clean_spills - p.clean_spills);
+			spills += (double)(a.clean_spills - p.clean_spills) + (double)(a.storage.slabs_written - p.storage.slabs_written) / 2;
 		}
 	}
 	Result res;
@@ -268,6 +276,9 @@ Result run(const std::string &device, const std::string &backend, uint32_t conte
 	res.device_bytes = dev / steps;
 	res.fetch_bytes = fetch / steps;
 	res.whole_page_bytes = whole / steps;
+	res.promoted_pages = promoted / steps;
+	res.spilled_pages = spills / steps;
+	res.clean_spills = clean / steps;
 	uint64_t spilled = 0, pages = 0;
 	for (auto &s : seqs) {
 		const kv::KvStats st = s->stats();
@@ -407,9 +418,9 @@ void print_bounds_summary(const std::vector<Modelled> &runs)
 	std::printf("\nBounds-first device selection (csd/select_bounds_first.hpp, margin %.1f x top-k), PREDICTED step times "
 		    "(timing model, no SmartSSD) and MEASURED bus bytes and recall (emulation on this host):\n",
 		    g_margin);
-	std::printf("%7s %5s %10s %10s %10s %10s %12s %12s %12s %12s %9s %9s %8s %6s\n", "context", "batch", "none ms", "exact ms",
-		    "bounds ms", "ideal ms", "KV none/bnd", "step none/bnd", "bus none MB", "bus bnd MB", "bus ratio",
-		    "dev MB bnd", "recall", "exact");
+	std::printf("%7s %5s %10s %10s %10s %10s %12s %12s %12s %12s %9s %9s %8s %6s %10s %10s %17s\n", "context", "batch", "none ms",
+		    "exact ms", "bounds ms", "ideal ms", "KV none/bnd", "step none/bnd", "bus none MB", "bus bnd MB", "bus ratio",
+		    "dev MB bnd", "recall", "exact", "wr MB bnd", "fetch bnd", "in/out/clean bnd");
 	for (size_t i = 0; i < runs.size(); i++) {
 		if (std::strcmp(runs[i].backend, "ideal") || i + 3 >= runs.size() || std::strcmp(runs[i + 3].backend, "bounds"))
 			continue;
@@ -427,16 +438,22 @@ void print_bounds_summary(const std::vector<Modelled> &runs)
 		}
 		const Result &none = runs[i + 1].r, &bnd = runs[i + 3].r;
 		const double l = none.layers;
-		std::printf("%7u %5u %10.0f %10.0f %10.0f %10.0f %11.2fx %11.2fx %12.1f %12.2f %8.1fx %9.1f %8.4f %6.2f\n", runs[i].context,
-			    runs[i].batch, 1e3 * step[1], 1e3 * step[2], 1e3 * step[3], 1e3 * step[0], alone[1] / alone[3],
-			    step[1] / step[3], none.bus_bytes / 1e6 / l, bnd.bus_bytes / 1e6 / l, none.bus_bytes / bnd.bus_bytes,
-			    bnd.device_bytes / 1e6 / l, bnd.recall, bnd.same);
+		std::printf("%7u %5u %10.0f %10.0f %10.0f %10.0f %11.2fx %11.2fx %12.1f %12.2f %8.1fx %9.1f %8.4f %6.2f %10.2f %10.2f "
+			    "%5.1f/%5.1f/%5.1f\n",
+			    runs[i].context, runs[i].batch, 1e3 * step[1], 1e3 * step[2], 1e3 * step[3], 1e3 * step[0],
+			    alone[1] / alone[3], step[1] / step[3], none.bus_bytes / 1e6 / l, bnd.bus_bytes / 1e6 / l,
+			    none.bus_bytes / bnd.bus_bytes, bnd.device_bytes / 1e6 / l, bnd.recall, bnd.same,
+			    bnd.work.spill_bytes / 1e6, bnd.fetch_bytes / 1e6 / l, bnd.promoted_pages / l, bnd.spilled_pages / l,
+			    bnd.clean_spills / l);
 	}
 	std::printf("none/exact/bounds/ideal ms: the model's 32-layer decode step with this host's engine compute; KV none/bnd: "
 		    "one layer's selection alone, none over bounds-first; step none/bnd: the same for the whole step; bus: "
 		    "measured bytes over the host bus per step and layer; dev MB bnd: bytes the emulated device read from "
 		    "its flash per step and layer with bounds-first; recall: its attention-mass recall against exact top-k "
-		    "(10%% budget; sequence 0, layer 0); exact: the fraction of those selections that were the exact top-k.\n");
+		    "(10%% budget; sequence 0, layer 0); exact: the fraction of those selections that were the exact top-k; "
+		    "wr MB bnd: of the bus bytes, those the spills wrote (per step and layer); fetch bnd: those read to fetch "
+		    "the selected KV; in/out/clean: pages per step and layer brought back to memory, spilled, and spilled "
+		    "without a write (their device copy kept).\n");
 	std::fflush(stdout);
 }
 
@@ -903,7 +920,7 @@ int main(int argc, char **argv)
 	}
 	if (argc < 2) {
 		std::fprintf(stderr, "usage: bench_kv_decode DEVICE [contexts (4096,8192,16384,32768)] [batches (1,8)] "
-				     "[measured layers (1)] [steps (3)] [heavy page period (16; 0 = uniform keys)] [bounds-first margin (2)]\n       bench_kv_decode --aerp [context (512)] [budget (128)]\n       bench_kv_decode --memory [context (2048)] [budgets (64,128,256,512)]\n       bench_kv_decode --planes DEVICE [context (4096)] [kv heads (32 and 8)]\nDEVICE: a block device or file, overwritten; it needs "
+				     "[measured layers (1)] [steps (3)] [heavy page period (16; 0 = uniform keys)] [bounds-first margin (2)] [warm-up steps (1)]\n       bench_kv_decode --aerp [context (512)] [budget (128)]\n       bench_kv_decode --memory [context (2048)] [budgets (64,128,256,512)]\n       bench_kv_decode --planes DEVICE [context (4096)] [kv heads (32 and 8)]\nDEVICE: a block device or file, overwritten; it needs "
 				     "about 1.4 x 16 KiB x context x batch x layers bytes\nEach context and batch runs `ideal` (all KV in "
 				     "memory), `none`, `emulated` (exact scan) and `bounds` (emulated, bounds-first), then the SmartSSD timing model predicts each run on a card.\n");
 		return 2;
@@ -916,6 +933,7 @@ int main(int argc, char **argv)
 	if (argc > 7 && !(std::atof(argv[7]) >= 1))
 		die("the bounds-first margin must be at least 1");
 	g_margin = argc > 7 ? std::atof(argv[7]) : g_margin;
+	g_warmup = argc > 8 ? (uint32_t)std::atoi(argv[8]) : g_warmup;
 	utsname u{};
 	uname(&u);
 	const csd::EmulatedConfig emu;
@@ -924,12 +942,12 @@ int main(int argc, char **argv)
 	std::printf("LLaMA-2-7B-shaped KV: %u heads x head dim %u, fp16, pages of 32 tokens; per sequence a CPU budget of "
 		    "1/4 of its KV, recent window 5%%, sink 4, top-k budget 10%% of the context.\n", HEADS, HEAD_DIM);
 	if (layers == MODEL_LAYERS)
-		std::printf("MEASURED on all %u layers, %u decode steps after one warm-up step (median); \"x32\" columns are "
-			    "the measured totals over the model's 32 layers.\n", layers, steps);
+		std::printf("MEASURED on all %u layers, %u decode steps after %u warm-up step(s) (median); \"x32\" columns are "
+			    "the measured totals over the model's 32 layers.\n", layers, steps, g_warmup);
 	else
-		std::printf("MEASURED on %u layer(s), %u decode steps after one warm-up step (median); \"x32\" columns are the "
+		std::printf("MEASURED on %u layer(s), %u decode steps after %u warm-up step(s) (median); \"x32\" columns are the "
 			    "per-layer figures times 32 (the model's layers), an EXTRAPOLATION, not a measurement.\n",
-			    layers, steps);
+			    layers, steps, g_warmup);
 	if (heavy)
 		std::printf("Keys: random, except those that lean toward the query: sink tokens (the first 4), heavy hitters (one "
 			    "page in %u, and one token in 97 elsewhere) and a local window (one token in 3 of the last 2.5%%).\n",

@@ -96,6 +96,31 @@ void spill_victims__pinned_partial_or_spilled__not_candidates(void **)
 	assert_int_equal(choose_spill_victims(s, p, 100).size(), 1); // now page 0 may go
 }
 
+void copies_to_drop__resident_copies_most_hit_then_newest__victims_kept(void **)
+{
+	// Two layers of 6 pages with hits; copies on the device for pages 1-4 of each layer.
+	PoolSnapshot s = pool({{0, 2, 5, 2, 1, 0}, {0, 5, 2, 0, 3, 0}});
+	for (auto &layer : s.pages)
+		for (uint32_t pg = 1; pg <= 4; pg++)
+			layer[pg].device_copy = true;
+	s.pages[1][4].resident = false; // spilled: its copy is what the device holds of it, not droppable
+	const std::vector<PageRef> victims{{0, 3}};
+	// The spill order reversed: most hit first, on a tie the newest page (then the highest layer):
+	// 5 hits (page 2 of layer 0, page 1 of layer 1), 2 (page 2 of layer 1, page 1 of layer 0), 1, 0.
+	// Never the victim (0, 3), the spilled page (1, 4), or a page without a copy (0 and 5).
+	const auto d = choose_copies_to_drop(s, victims, 10);
+	const std::vector<PageRef> want{{0, 2}, {1, 1}, {1, 2}, {0, 1}, {0, 4}, {1, 3}};
+	assert_int_equal(d.size(), want.size());
+	for (size_t i = 0; i < want.size(); i++) {
+		assert_int_equal(d[i].layer, want[i].layer);
+		assert_int_equal(d[i].page, want[i].page);
+	}
+	const auto two = choose_copies_to_drop(s, victims, 2);
+	assert_int_equal(two.size(), 2);
+	assert_true(two[0] == want[0] && two[1] == want[1]);
+	assert_int_equal(choose_copies_to_drop(s, victims, 0).size(), 0);
+}
+
 void plan_select__sink_recent_and_k__as_documented(void **)
 {
 	SelectPlan p = plan_select(100, 4, 10, 30);
@@ -141,7 +166,7 @@ void pages_hit__one_per_page_outside_kept__ascending(void **)
 	assert_int_equal(h[2], 2);
 }
 
-void promotions__room_then_pairs_with_margin__most_hit_first(void **)
+void promotions__room_under_floor_then_pairs_with_margin__most_hit_first(void **)
 {
 	const Params p = params();
 	// 8 pages; 2, 4 and 6 spilled, with hits 9, 3, 5; resident evictable pages 1, 3, 5 with hits 1, 2, 7.
@@ -152,17 +177,24 @@ void promotions__room_then_pairs_with_margin__most_hit_first(void **)
 	for (uint32_t i : {2u, 4u, 6u})
 		layer[i].resident = false;
 	const std::vector<uint32_t> fetched{2, 4, 6};
-	// Room for one: page 2 (most hit) comes in on room; 6 (5 hits) pairs with page 1 (1 hit, 5 >= 1 + 2);
-	// 4 (3 hits) would pair with page 3 (2 hits): margin not met.
-	auto pr = choose_promotions(layer, fetched, p, 28, 900, 1000);
+	// Room for one under the spill floor (7/8 of the target, 875): page 2 (most hit) comes in on room;
+	// 6 (5 hits) pairs with page 1 (1 hit, 5 >= 1 + 2); 4 (3 hits) would pair with page 3 (2 hits):
+	// margin not met.
+	auto pr = choose_promotions(layer, fetched, p, 28, 775, 1000);
 	assert_int_equal(pr.size(), 2);
 	assert_int_equal(pr[0], 2);
 	assert_int_equal(pr[1], 6);
-	// No room: 2 pairs with 1, 6 with 3 (5 >= 2 + 2), 4 with nothing (next is 7 hits).
-	pr = choose_promotions(layer, fetched, p, 28, 1000, 1000);
-	assert_int_equal(pr.size(), 2);
-	assert_int_equal(pr[0], 2);
-	assert_int_equal(pr[1], 6);
+	// Room for two: 6 comes in on room too, and 4 pairs with page 1 (3 >= 1 + 2).
+	pr = choose_promotions(layer, fetched, p, 28, 675, 1000);
+	assert_int_equal(pr.size(), 3);
+	// No room: 2 pairs with 1, 6 with 3 (5 >= 2 + 2), 4 with nothing (next is 7 hits). The slack
+	// between the floor and the target (a pool at 900 of 1000) is no room: it batches spills.
+	for (uint64_t cpu : {1000u, 900u}) {
+		pr = choose_promotions(layer, fetched, p, 28, cpu, 1000);
+		assert_int_equal(pr.size(), 2);
+		assert_int_equal(pr[0], 2);
+		assert_int_equal(pr[1], 6);
+	}
 	// Recent pages are not paired: with recent_from 8 only page 1 is evictable.
 	pr = choose_promotions(layer, fetched, p, 8, 1000, 1000);
 	assert_int_equal(pr.size(), 1);
@@ -247,10 +279,11 @@ int main()
 		cmocka_unit_test(must_spill__over_budget_or_full_page_over_target__spills),
 		cmocka_unit_test(spill_victims__least_hit_then_oldest_then_lowest_layer__down_to_seven_eighths),
 		cmocka_unit_test(spill_victims__pinned_partial_or_spilled__not_candidates),
+		cmocka_unit_test(copies_to_drop__resident_copies_most_hit_then_newest__victims_kept),
 		cmocka_unit_test(plan_select__sink_recent_and_k__as_documented),
 		cmocka_unit_test(select_tokens__top_k_ties_and_nan__ascending),
 		cmocka_unit_test(pages_hit__one_per_page_outside_kept__ascending),
-		cmocka_unit_test(promotions__room_then_pairs_with_margin__most_hit_first),
+		cmocka_unit_test(promotions__room_under_floor_then_pairs_with_margin__most_hit_first),
 		cmocka_unit_test(trace__round_trip__same_lines),
 		cmocka_unit_test(trace__truncated_wrong_version_garbage__error_with_line),
 	};
