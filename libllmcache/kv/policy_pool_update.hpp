@@ -8,9 +8,9 @@
  * least selected pages first, those. The pairing and the margin keep pages from ping-ponging: with a
  * repeated query the placement settles and stops moving.
  * Room is counted up to the floor, not up to the target: the slack between them is what lets a spill
- * batch its pages, and refilling it at every select without a pair brought back pages (one whole page
- * read each) that the next spill sent out again, about 37 pages per layer and step at 32K context in
- * bench_kv_decode (Documentation/kv.md, "Clean demotion and the pool update").
+ * batch its pages, and refilling it at every select without a pair kept bringing back pages (one whole
+ * page read each) once the placement had settled, 10 pages per layer and step at 32K context in
+ * bench_kv_decode, against none now (Documentation/kv.md, "Clean demotion and the pool update").
  */
 #pragma once
 #include "kv/policy.hpp"
