@@ -79,7 +79,7 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 {
 	const unsigned int shift = PAGE_SHIFT - LLMCACHE_BLOCK_SHIFT;
 	struct llc_file *f;
-	u64 b, n, now, seq = 0, loop = 0;
+	u64 b, n, req, now, seq = 0, loop = 0;
 	bool kick = false, hot_kick = false, tail = false, stream = false, hot;
 
 	if (!static_branch_unlikely(&llc_active) || last < first)
@@ -96,8 +96,10 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 			llc.stats[LLMCACHE_STAT_EVENTS_DROPPED] += n - LLC_MAX_EVENT_BLOCKS;
 			n = LLC_MAX_EVENT_BLOCKS;
 		}
+		req = n;
 		while (n) {
-			struct llc_verdict v = llc_access(llc.core, f->id, b, now);
+			/* The range is one access of req blocks: a window faulted again is no loop (core.h). */
+			struct llc_verdict v = llc_access_req(llc.core, f->id, b, req, now);
 			/* The request's next blocks that only extend v's sequence go at once. */
 			u64 k = 1 + llc_access_extend(llc.core, f->id, b + 1, n - 1, v.seq);
 

@@ -13,9 +13,10 @@
  *     than hot_promote_blocks becomes SEQ;
  *   - else if B is in a SEQ sequence S: the scan is being re-read. From its start, S becomes a LOOP.
  *     From the middle, a *re-read* {B} starts: a HOT sequence that becomes a LOOP (not a SEQ) once it
- *     runs on past hot_promote_blocks, and then cuts S where it began. A random re-read of a scanned
- *     file (tokenizer lookups after the tokenizer was loaded) stays HOT; a sequential one (the weights
- *     region of a file scanned whole at start-up) is the loop;
+ *     runs on past hot_promote_blocks and past the request that brings the block (llc_access_req(): a
+ *     fault-around window faulted again is one access, not a loop), and then cuts S where it began. A
+ *     random re-read of a scanned file (tokenizer lookups after the tokenizer was loaded) stays HOT; a
+ *     sequential one (the weights region of a file scanned whole at start-up) is the loop;
  *   - else if B is in a LOOP S: at S's first block a new iteration begins (period measured), and so
  *     it does at a jump back from S's end past a head that the accesses no longer show (restarts());
  *     ahead of the cursor it is a forward skip; behind it, noise that changes nothing but, within
@@ -528,8 +529,22 @@ static uint16_t new_reread(struct llc_core *c, struct llc_chunk *ch, uint16_t sc
 	return id;
 }
 
+/*
+ * How far a HOT sequence may grow before it is a run. A re-read (the blocks of a scan accessed again from
+ * the middle) becomes a LOOP only once it runs past the request that brings the block as well: a request
+ * the caller counts as one access is one access however many blocks it covers. An mmap engine's code is
+ * faulted in 16-block fault-around windows, and a window the kernel reclaimed and the engine faulted
+ * again is one re-reference, a HOT block, not a loop of 16 blocks with a period measured once
+ * (Documentation/design/policy-core.md, rule 3). A new HOT sequence still becomes SEQ past
+ * hot_promote_blocks, whatever the request: a window faulted once is a scan's.
+ */
+static uint64_t hot_limit(const struct llc_core *c, const struct llc_seq *s, uint64_t req_blocks)
+{
+	return s->reread && req_blocks > c->cfg.hot_promote_blocks ? req_blocks : c->cfg.hot_promote_blocks;
+}
+
 static struct llc_verdict extend(struct llc_core *c, struct llc_chunk *ch, uint16_t id, uint64_t file,
-				 uint64_t block)
+				 uint64_t block, uint64_t req_blocks)
 {
 	struct llc_seq *s = &c->seqs[id];
 	struct llc_verdict v = { id, 0, LLC_EV_EXTEND };
@@ -538,7 +553,7 @@ static struct llc_verdict extend(struct llc_core *c, struct llc_chunk *ch, uint1
 	if (block > s->end)
 		s->end = block;
 	s->cursor = block;
-	if (s->cls == LLMCACHE_CLASS_HOT && s->end - s->start + 1 > c->cfg.hot_promote_blocks) {
+	if (s->cls == LLMCACHE_CLASS_HOT && s->end - s->start + 1 > hot_limit(c, s, req_blocks)) {
 		class_leave(c, id);
 		if (s->reread) {
 			class_enter(c, id, LLMCACHE_CLASS_LOOP);
@@ -598,7 +613,8 @@ static struct llc_verdict rereference(struct llc_core *c, struct llc_chunk *ch, 
 	return v;
 }
 
-struct llc_verdict llc_access(struct llc_core *c, uint64_t file, uint64_t block, uint64_t now_ns)
+struct llc_verdict llc_access_req(struct llc_core *c, uint64_t file, uint64_t block, uint64_t req_blocks,
+				  uint64_t now_ns)
 {
 	struct llc_chunk *ch;
 	struct llc_verdict v;
@@ -611,7 +627,7 @@ struct llc_verdict llc_access(struct llc_core *c, uint64_t file, uint64_t block,
 	entry = ch->seq[block % LLC_CHUNK_BLOCKS];
 	cur = seq_covers(c, entry, file, block) ? entry : LLC_NONE;
 	if (joins(c, prev, cur, block)) {
-		v = extend(c, ch, prev, file, block);
+		v = extend(c, ch, prev, file, block, req_blocks);
 	} else {
 		if (cur != LLC_NONE) {
 			v = rereference(c, ch, cur, file, block, now_ns);
@@ -629,6 +645,11 @@ struct llc_verdict llc_access(struct llc_core *c, uint64_t file, uint64_t block,
 	touch(c, v.seq);
 	c->stats[LLMCACHE_STAT_SEQ_BLOCKS + v.cls]++;
 	return v;
+}
+
+struct llc_verdict llc_access(struct llc_core *c, uint64_t file, uint64_t block, uint64_t now_ns)
+{
+	return llc_access_req(c, file, block, 1, now_ns);
 }
 
 /*

@@ -89,6 +89,17 @@ struct llc_core *llc_core_init(void *mem, uint64_t mem_size, const struct llc_co
 struct llc_verdict llc_access(struct llc_core *c, uint64_t file, uint64_t block, uint64_t now_ns);
 
 /*
+ * llc_access() of one block of a request of req_blocks blocks that the caller counts as one access (a
+ * read request, the range a fault and its fault-around mapped). A re-read of a scan from the middle
+ * becomes a LOOP only once it runs past max(hot_promote_blocks, req_blocks), so that a 16-block
+ * fault-around window faulted again stays one HOT re-reference. Pass the same req_blocks for every block
+ * of the request; llc_access() is llc_access_req() with req_blocks 1. llc_access_extend() needs no
+ * length: it only extends SEQ and LOOP sequences.
+ */
+struct llc_verdict llc_access_req(struct llc_core *c, uint64_t file, uint64_t block, uint64_t req_blocks,
+				  uint64_t now_ns);
+
+/*
  * A request's next blocks at once: right after llc_access() of block - 1 returned seq, the accesses to
  * block, block + 1, ... (at most max) that only extend seq, a SEQ or LOOP sequence, by one block each,
  * inside block - 1's index chunk, are done as llc_access() would do them, each with the verdict

@@ -143,7 +143,7 @@ void Manager::on_access(const llmcache_access &a)
 	    std::find(f.mappers.begin(), f.mappers.end(), a.pid) == f.mappers.end())
 		f.mappers.push_back(a.pid);
 	for (uint64_t b = a.first_block; b < a.first_block + a.nr_blocks; b++) {
-		const llc_verdict v = llc_access(core_, *k, b, a.time_ns);
+		const llc_verdict v = llc_access_req(core_, *k, b, a.nr_blocks, a.time_ns); // one access of the record
 		if (v.cls == LLMCACHE_CLASS_LOOP && !f.head && memcg_limit_ != UINT64_MAX) // else tails are kept
 			llc_plan_note_run(f.recent_runs.data(), &f.n_recent, f.recent_runs.size(), b, 1);
 		f.accesses++;

@@ -24,12 +24,15 @@
 // kernel does the same without being asked: a page the module does not pin stays in the page cache
 // until reclaim reaches it. A loop that never re-touches (a clean sweep, every synthetic workload) gets
 // no probation and keeps its pins whole (Documentation/design/policy-core.md, "Retouching loops").
+// The core is told each access's request length, the length of the trace record it came from, as the
+// module and the daemon tell it theirs: a window faulted again is one access, not a loop (rule 3).
 #include "policies.hpp"
 
 #include <algorithm>
 #include <cstdlib>
 #include <deque>
 #include <new>
+#include <span>
 #include <stdexcept>
 #include <vector>
 
@@ -83,9 +86,15 @@ public:
 	std::string_view name() const override { return "llm"; }
 	const ClassStats *class_stats() const override { return &stats_; }
 
+	void prepare(std::span<const Request> all) override
+	{
+		stream_ = all;
+		pos_ = run_end_ = 0;
+	}
+
 	bool access(const Request &r) override
 	{
-		llc_verdict v = llc_access(core_, key_file(r.key), key_block(r.key), r.time_ns);
+		llc_verdict v = llc_access_req(core_, key_file(r.key), key_block(r.key), request_blocks(r), r.time_ns);
 		sync_sequence(v);
 		stats_.accesses[v.cls]++;
 		uint32_t *slot = index_.find(r.key);
@@ -105,6 +114,27 @@ private:
 		uint32_t head = nil, tail = nil;
 		uint64_t count = 0;
 	};
+
+	// The length of the trace record r came from, for the core's re-read rule (llc_access_req()): the run of
+	// requests of prepare()'s stream, from r on, with r's time and consecutive blocks of r's file (a
+	// record's blocks share its time). 1 when access() is not replaying that stream.
+	uint64_t request_blocks(const Request &r)
+	{
+		if (pos_ >= stream_.size() || stream_[pos_].key != r.key || stream_[pos_].time_ns != r.time_ns) {
+			stream_ = {};
+			return 1;
+		}
+		if (pos_ >= run_end_) {
+			run_start_ = pos_;
+			for (run_end_ = pos_ + 1; run_end_ < stream_.size() && stream_[run_end_].time_ns == r.time_ns &&
+						  stream_[run_end_].key == stream_[run_end_ - 1].key + 1 &&
+						  key_file(stream_[run_end_].key) == key_file(r.key);
+			     run_end_++)
+				;
+		}
+		pos_++;
+		return run_end_ - run_start_;
+	}
 
 	uint32_t list_of(const llc_verdict &v) const { return v.cls == LLMCACHE_CLASS_HOT ? hot_list : v.seq; }
 
@@ -301,6 +331,8 @@ private:
 
 	llc_core *core_ = nullptr;
 	void *mem_ = nullptr;
+	std::span<const Request> stream_; // prepare()'s, while access() replays it
+	size_t pos_ = 0, run_start_ = 0, run_end_ = 0;
 	util::FlatMap<uint32_t> index_; // key -> slot
 	std::vector<uint64_t> key_;
 	std::vector<uint32_t> seq_of_, prev_, next_; // per slot: its list and the links in it

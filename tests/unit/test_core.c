@@ -218,6 +218,64 @@ static void core_access__random_rereads_of_scanned_file__stay_hot(void **state)
 	free(c);
 }
 
+/* Blocks [first, first + n) of a request of req blocks (a fault and its fault-around window). */
+static struct llc_verdict request(struct llc_core *c, uint64_t file, uint64_t first, uint64_t n, uint64_t req)
+{
+	struct llc_verdict v = { 0 };
+
+	for (uint64_t b = first; b < first + n; b++)
+		v = llc_access_req(c, file, b, req, llc_vtime(c) * 1000);
+	return v;
+}
+
+static void core_access_req__window_faulted_again__stays_hot(void **state)
+{
+	struct llc_core *c = default_core();
+	struct llc_verdict v;
+
+	for (uint64_t w = 0; w < 8; w++) /* code faulted in 16-block windows: a scan, as before */
+		v = request(c, FILE_A, w * 16, 16, 16);
+	assert_int_equal(v.cls, LLMCACHE_CLASS_SEQ);
+	sweep(c, FILE_B, 0, 200); /* the kernel reclaims the window; the engine faults it again */
+	v = llc_access_req(c, FILE_A, 48, 16, llc_vtime(c) * 1000);
+	assert_int_equal(v.event, LLC_EV_REREAD);
+	v = request(c, FILE_A, 49, 15, 16); /* the rest of the same request: one access, no loop */
+	assert_int_equal(v.event, LLC_EV_EXTEND);
+	assert_int_equal(v.cls, LLMCACHE_CLASS_HOT);
+	assert_int_equal(seq_of(c, FILE_A, 0)->end, 127); /* the scan is not cut */
+	assert_int_equal(llc_class_count(c, LLMCACHE_CLASS_LOOP), 0);
+	/* The next window runs the re-read on past its request: now it is a loop, and the scan is cut. */
+	v = llc_access_req(c, FILE_A, 64, 16, llc_vtime(c) * 1000);
+	assert_int_equal(v.cls, LLMCACHE_CLASS_LOOP);
+	assert_int_equal(seq_of(c, FILE_A, 0)->end, 47);
+	free(c);
+}
+
+static void core_access_req__window_reread_block_by_block__loop_past_hot_promote(void **state)
+{
+	struct llc_core *c = default_core();
+	struct llc_verdict v;
+
+	sweep(c, FILE_A, 0, 128);
+	sweep(c, FILE_B, 0, 200);
+	v = sweep(c, FILE_A, 48, 5); /* the same 16 blocks as one-block requests: the rule of llc_access() */
+	assert_int_equal(v.cls, LLMCACHE_CLASS_LOOP);
+	free(c);
+}
+
+static void core_access_req__new_window__seq_past_hot_promote(void **state)
+{
+	struct llc_core *c = default_core();
+	struct llc_verdict v;
+
+	v = request(c, FILE_A, 0, 4, 4);
+	assert_int_equal(v.cls, LLMCACHE_CLASS_HOT);
+	v = request(c, FILE_A, 100, 16, 16); /* never seen: a window faulted once is a scan's */
+	assert_int_equal(v.cls, LLMCACHE_CLASS_SEQ);
+	assert_int_equal(seq_of(c, FILE_A, 100)->cls, LLMCACHE_CLASS_SEQ);
+	free(c);
+}
+
 static void core_access__back_to_back_loops__both_iterate(void **state)
 {
 	struct llc_core *c = default_core();
@@ -712,6 +770,9 @@ int main(void)
 		cmocka_unit_test(core_access__loop_restart__new_iteration_with_period),
 		cmocka_unit_test(core_access__seq_reread_from_middle__run_on_becomes_loop_and_cuts_scan),
 		cmocka_unit_test(core_access__random_rereads_of_scanned_file__stay_hot),
+		cmocka_unit_test(core_access_req__window_faulted_again__stays_hot),
+		cmocka_unit_test(core_access_req__window_reread_block_by_block__loop_past_hot_promote),
+		cmocka_unit_test(core_access_req__new_window__seq_past_hot_promote),
 		cmocka_unit_test(core_access__back_to_back_loops__both_iterate),
 		cmocka_unit_test(core_access__loop_forward_jump__skip_keeps_loop),
 		cmocka_unit_test(core_access__loop_noise_behind_cursor__changes_nothing),

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // llmtrace stat: what a trace contains (records, files, footprint) and what the policy core makes of it:
-// every block access goes through llc_access(), then the sequences per class and the loops (length N,
+// every block access goes through llc_access_req() with its record's length (a fault-around window faulted
+// again is one access: libllmcache/core/core.h), then the sequences per class and the loops (length N,
 // iterations, period) are reported. A write error on stdout (a full disk, /dev/full) is an error: the
 // exit status says the summary was lost.
 #include <boost/program_options.hpp>
@@ -146,7 +147,7 @@ int cmd_stat(int argc, char **argv)
 			for (uint64_t b = a.first_block; b < a.first_block + a.nr_blocks; b++) {
 				seen.find_or_insert(sim::request_key(idx, b), inserted);
 				f.footprint += inserted;
-				llc_access(core, idx, b, a.time_ns);
+				llc_access_req(core, idx, b, a.nr_blocks, a.time_ns);
 			}
 			if (!records)
 				first_ns = a.time_ns;
