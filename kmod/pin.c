@@ -5,7 +5,9 @@
  * pin plan (loops by increasing period, each from its lowest block up, within pin_budget); it runs when
  * a loop starts or restarts, when a planned file gains pages and when pin_budget changes. Each file's
  * part of the plan is cut to its pin_limit; files flagged LLMCACHE_FILE_NO_PIN (and files no longer
- * registered) are left out. What is cut goes to the next loops.
+ * registered) are left out. What is cut goes to the next loops. The pins of a mapped file that has a
+ * loop are sticky where only pin_budget bounds them, as the daemon's are (llc_plan_pins): they stay
+ * while the budget holds, and the plan's other blocks take what is left.
  *
  * Incremental: the worker remembers the plan it applied. A range found in both plans (same file, same
  * first block) is not walked again: only its growth and the pages its file gained since the last run
@@ -396,6 +398,51 @@ static u32 llc_plan_compute(u64 budget)
 	return j;
 }
 
+/* Whether file id has a LOOP sequence. */
+static bool llc_file_looping(u64 id)
+{
+	unsigned long flags;
+	bool looping = false;
+	u16 seq;
+
+	spin_lock_irqsave(&llc.lock, flags);
+	for (seq = llc_first(llc.core, LLMCACHE_CLASS_LOOP); seq && !looping; seq = llc_next(llc.core, seq))
+		looping = llc_seq_get(llc.core, seq)->file == id;
+	spin_unlock_irqrestore(&llc.lock, flags);
+	return looping;
+}
+
+/*
+ * Keep the pins of mapped files that have a loop beside the new plan llc_plan[0..n) (llc_plan_pins):
+ * the ranges of the plan the pins follow now, where only the pin budget bounds their file (no
+ * pin_limit, not NO_PIN, no memory cgroup limit). Files read with read() follow the plan exactly.
+ * Rewrites llc_plan; returns its length.
+ */
+static u32 llc_pin_keep(u32 n, u64 budget)
+{
+	static struct llc_pin_range kept[LLC_PLAN_MAX], plan[LLC_PLAN_MAX]; /* under llc_reg_mutex */
+	const struct llc_pin_range *o;
+	struct mem_cgroup *memcg;
+	struct llc_file *f;
+	u32 i, nr_kept = 0;
+	u64 limit;
+
+	for (i = 0; i < llc_prev_n; i++) {
+		o = &llc_prev[i];
+		f = llc_file_by_id(o->file);
+		if (!f || !mapping_mapped(f->mapping) || llc_pin_allowance(o->file) != U64_MAX ||
+		    !llc_file_looping(o->file))
+			continue;
+		rcu_read_lock();
+		memcg = llc_limiting_memcg(f, o->first, o->count, &limit);
+		rcu_read_unlock();
+		if (!memcg)
+			kept[nr_kept++] = *o;
+	}
+	memcpy(plan, llc_plan, n * sizeof(*plan));
+	return llc_plan_pins(kept, nr_kept, plan, n, budget, llc_plan, LLC_PLAN_MAX);
+}
+
 static bool llc_planned(u32 n, u64 id, pgoff_t index)
 {
 	u32 i;
@@ -453,7 +500,7 @@ static unsigned long llc_pin_apply(u64 budget, bool release_only)
 	u32 n, i, kept;
 
 	lockdep_assert_held(&llc_reg_mutex);
-	n = llc_plan_compute(budget);
+	n = llc_pin_keep(llc_plan_compute(budget), budget);
 	for (i = 0; i < llc_prev_n; i++) {
 		o = &llc_prev[i];
 		f = llc_file_by_id(o->file);

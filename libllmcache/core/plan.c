@@ -328,3 +328,55 @@ int llc_plan_scan_finished(int mapped, uint64_t untouched_ns, uint64_t idle_ns)
 {
 	return !mapped && idle_ns && untouched_ns >= idle_ns;
 }
+
+/* The first of kept[0..n) of file that ends after block `from` and starts before `end`, or NULL. */
+static const struct llc_pin_range *first_kept_in(const struct llc_pin_range *kept, uint32_t n, uint64_t file,
+						 uint64_t from, uint64_t end)
+{
+	const struct llc_pin_range *best = NULL;
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		if (kept[i].file == file && kept[i].first + kept[i].count > from && kept[i].first < end &&
+		    (!best || kept[i].first < best->first))
+			best = &kept[i];
+	return best;
+}
+
+uint32_t llc_plan_pins(const struct llc_pin_range *kept, uint32_t n_kept, const struct llc_pin_range *plan,
+		       uint32_t n_plan, uint64_t budget, struct llc_pin_range *out, uint32_t max)
+{
+	uint64_t held = 0, left;
+	uint32_t n = 0, i;
+
+	for (i = 0; i < n_kept && n < max && held < budget; i++) {
+		out[n] = kept[i];
+		if (out[n].count > budget - held)
+			out[n].count = budget - held;
+		held += out[n].count;
+		if (out[n].count)
+			n++;
+	}
+	n_kept = n; /* what is not held is no longer kept: the plan may take it */
+	left = budget - held;
+	for (i = 0; i < n_plan && left; i++) {
+		uint64_t from = plan[i].first;
+		const uint64_t end = plan[i].first + plan[i].count;
+
+		while (from < end && left && n < max) {
+			const struct llc_pin_range *k = first_kept_in(out, n_kept, plan[i].file, from, end);
+			const uint64_t gap_end = !k ? end : k->first > from ? k->first : from;
+			const uint64_t take = gap_end - from < left ? gap_end - from : left;
+
+			if (take) {
+				out[n] = plan[i];
+				out[n].first = from;
+				out[n].count = take;
+				n++;
+				left -= take;
+			}
+			from = k ? k->first + k->count : end;
+		}
+	}
+	return n;
+}

@@ -28,12 +28,15 @@
  *   the runs an engine accessed, noted as it goes, and dropped one call later unless it is still on
  *   them, while the loop's unheld blocks outnumber the room the cache has for them.
  * - Whether a file's scans are finished (llc_plan_scan_finished).
+ * - The pins to hold under a new pin plan (llc_plan_pins): those of mapped files in a loop stay while
+ *   the budget holds, and the plan's other blocks take what is left.
  * Documentation/design/planner.md has the reasons and the figures.
  */
 #ifndef LLC_PLAN_H
 #define LLC_PLAN_H
 
 #include "compat.h"
+#include "core.h"
 
 /*
  * The code an engine keeps using of what it maps (its binary, libraries), counted before it is known:
@@ -176,5 +179,22 @@ uint32_t llc_plan_tail_drops(const struct llc_span *aged, uint32_t n_aged, const
  * which must not be dropped while the engine runs, nor when its mappings go.
  */
 int llc_plan_scan_finished(int mapped, uint64_t untouched_ns, uint64_t idle_ns);
+
+/*
+ * The pins to hold under a new pin plan. kept[0..n_kept) are the pins that stay, in the order they were
+ * pinned: the callers keep those of a mapped file that has a LOOP sequence, where only the pin budget
+ * bounds them. An mmap engine does not fault on its pinned pages, so a feed sees its loop in pieces
+ * whose periods, order and classes change from one iteration to the next, and following each plan
+ * exactly would unpin and read the same blocks again and again. Pins under a memory cgroup limit or a
+ * file's own pin limit (that budget moves with the engine, and an mmap engine's plan is its file's
+ * head) and the pins of files read with read() (every access is seen) follow the plan exactly. The
+ * kept pins stay while the budget holds; when it does not, the last ones go first, from their highest
+ * block (in the plan's order: the longest-period loops' highest blocks). The plan's blocks that are not
+ * kept take what is left of the budget, in plan order. Writes at most max ranges to out (the kept ones
+ * first; what does not fit is not pinned) and returns how many: their blocks never exceed budget, and
+ * no two overlap when the kept ranges do not.
+ */
+uint32_t llc_plan_pins(const struct llc_pin_range *kept, uint32_t n_kept, const struct llc_pin_range *plan,
+		       uint32_t n_plan, uint64_t budget, struct llc_pin_range *out, uint32_t max);
 
 #endif

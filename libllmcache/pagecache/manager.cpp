@@ -415,7 +415,7 @@ void Manager::tick(uint64_t now_ns)
 			engines_exited();
 	}
 	measure_engine(now_ns);
-	for (File &f : files_) // which files have a loop, for the sticky pins
+	for (File &f : files_) // which files have a loop, for the sticky pins of mapped files
 		f.looping = false;
 	for (uint16_t id = llc_first(core_, LLMCACHE_CLASS_LOOP); id; id = llc_next(core_, id))
 		if (const llc_seq *q = llc_seq_get(core_, id); q->file >= 1 && q->file <= files_.size())
@@ -430,55 +430,34 @@ void Manager::tick(uint64_t now_ns)
 			if (plan[i].file >= 1 && plan[i].file <= files_.size())
 				want[plan[i].file - 1].push_back({plan[i].first, plan[i].count});
 	}
-	// Pins are sticky: a pinned block stays while it belongs to a LOOP sequence (for a mapped file, while
-	// the file has a loop) and the budget holds, and new pins follow the plan within what is left. An mmap
-	// engine does not fault on pinned pages again, so the core sees its loop in pieces whose periods,
-	// order and classes change from one iteration to the next: following each new plan exactly would
-	// unpin and re-read the same blocks over and over. When the budget shrinks below the pins, the
-	// highest pinned blocks go (the eviction order of the paper's Algorithm 1), only as many as needed.
+	// The pins of a mapped file that has a loop are sticky where only the pin budget bounds them
+	// (llc_plan_pins, as in the module): they stay, and the plan's other blocks take what is left.
+	// Under a memory cgroup limit, and for files read with read(), the pins follow the plan exactly.
+	std::vector<llc_pin_range> kept, plan;
+	for (size_t i = 0; i < files_.size() && memcg_limit_ == UINT64_MAX; i++)
+		if (files_[i].mapped && files_[i].looping)
+			for (const Range &r : files_[i].pf->locked_runs())
+				kept.push_back({i + 1, r.first, r.count, 0});
+	for (size_t i = 0; i < files_.size(); i++)
+		for (const Range &r : want[i])
+			plan.push_back({i + 1, r.first, r.count, 0});
+	std::vector<llc_pin_range> pins(2 * kept.size() + plan.size());
+	pins.resize(llc_plan_pins(kept.data(), uint32_t(kept.size()), plan.data(), uint32_t(plan.size()), budget,
+				  pins.data(), uint32_t(pins.size())));
+	std::vector<std::vector<Range>> hold(files_.size());
+	for (const llc_pin_range &p : pins)
+		hold[p.file - 1].push_back({p.first, p.count});
 	std::string err;
-	std::vector<std::vector<Range>> keep(files_.size());
-	uint64_t kept = 0;
-	for (size_t i = 0; i < files_.size(); i++) {
-		if (files_[i].head)
-			continue; // a head plan is the same from one tick to the next: nothing to keep beside it
-		const bool whole = files_[i].mapped && files_[i].looping;
-		for (const Range &r : files_[i].pf->locked_runs())
-			for (uint64_t b = r.first; b < r.first + r.count; b++) {
-				const uint16_t id = whole ? 0 : llc_lookup(core_, i + 1, b);
-				if (!whole && (!id || llc_seq_get(core_, id)->cls != LLMCACHE_CLASS_LOOP))
-					continue;
-				if (!keep[i].empty() && keep[i].back().first + keep[i].back().count == b)
-					keep[i].back().count++;
-				else
-					keep[i].push_back({b, 1});
-				kept++;
-			}
-	}
-	const bool over = kept > budget;
-	for (size_t i = files_.size(); i-- > 0 && kept > budget;)
-		while (!keep[i].empty() && kept > budget) {
-			Range &r = keep[i].back();
-			const uint64_t cut = std::min(r.count, kept - budget);
-			r.count -= cut;
-			kept -= cut;
-			if (!r.count)
-				keep[i].pop_back();
-		}
 	for (size_t i = 0; i < files_.size(); i++) {
 		const uint64_t before = files_[i].pf->locked();
-		files_[i].pf->apply(over ? std::vector<Range>{} : want[i], 0, err, keep[i]);
+		files_[i].pf->apply({}, 0, err, hold[i]); // release what left them first, in every file
 		released_ += before - files_[i].pf->locked();
 	}
-	uint64_t left = budget > pinned_blocks() ? budget - pinned_blocks() : 0;
-	for (size_t i = 0; i < files_.size() && left; i++) {
-		const uint64_t before = files_[i].pf->locked();
-		if (files_[i].pf->apply(want[i], left, err, keep[i]) < 0 && !warned_mlock_) {
+	for (size_t i = 0; i < files_.size(); i++)
+		if (files_[i].pf->apply(hold[i], UINT64_MAX, err) < 0 && !warned_mlock_) {
 			warned_mlock_ = true;
 			log(err);
 		}
-		left -= std::min(left, files_[i].pf->locked() - before);
-	}
 	drop_scans(now_ns);
 	planned_ = std::move(want);
 	drop_tails();

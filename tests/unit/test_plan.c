@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* CMocka tests of the enforcement planner (libllmcache/core/plan.h): the pin budget under a memory
  * cgroup, whether the loops fit beside the engine, the stream's room, the read-ahead window of a loop that does not fit,
- * a read() engine's budget, the tails of a loop and the end of a scan, on hand-made snapshots. */
+ * a read() engine's budget, the tails of a loop, the end of a scan and the pins kept under a new plan, on
+ * hand-made snapshots. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -323,6 +324,57 @@ static void plan_scan_finished__idle_long_enough_never_mapped_never_when_off(voi
 	assert_false(llc_plan_scan_finished(0, 5000, 0));    /* 0 turns it off */
 }
 
+/* out[0..n) must be exactly want[0..n) as {file, first, count, seq}. */
+static void expect_pins(const struct llc_pin_range *out, uint32_t n, const struct llc_pin_range *want, uint32_t n_want)
+{
+	uint32_t i;
+
+	assert_int_equal(n, n_want);
+	for (i = 0; i < n; i++) {
+		assert_int_equal(out[i].file, want[i].file);
+		assert_int_equal(out[i].first, want[i].first);
+		assert_int_equal(out[i].count, want[i].count);
+		assert_int_equal(out[i].seq, want[i].seq);
+	}
+}
+
+static void plan_pins__kept_stay_the_plan_fills_the_rest_around_them(void **state)
+{
+	/* Pinned now and still in a loop: file 1 [0, 100) and [300, 350), file 2 [0, 50). */
+	const struct llc_pin_range kept[] = { { 1, 0, 100, 7 }, { 1, 300, 50, 8 }, { 2, 0, 50, 9 } };
+	/* The new plan: file 1 [0, 400) (its loop seen whole again), then file 3 [0, 1000). */
+	const struct llc_pin_range plan[] = { { 1, 0, 400, 4 }, { 3, 0, 1000, 5 } };
+	const struct llc_pin_range all[] = { { 1, 0, 100, 7 },	 { 1, 300, 50, 8 }, { 2, 0, 50, 9 },
+					     { 1, 100, 200, 4 }, { 1, 350, 50, 4 }, { 3, 0, 150, 5 } };
+	struct llc_pin_range out[8];
+
+	(void)state;
+	/* 600 blocks: the 200 kept, the plan's file 1 around them (250), file 3 the last 150. */
+	expect_pins(out, llc_plan_pins(kept, 3, plan, 2, 600, out, 8), all, 6);
+	/* Nothing kept: the plan exactly, cut to the budget. */
+	expect_pins(out, llc_plan_pins(kept, 0, plan, 2, 450, out, 8), (const struct llc_pin_range[]){ { 1, 0, 400, 4 }, { 3, 0, 50, 5 } }, 2);
+	/* No plan: the kept pins alone. */
+	expect_pins(out, llc_plan_pins(kept, 3, plan, 0, 600, out, 8), kept, 3);
+	/* max cuts the plan's part first: what is kept comes first. */
+	expect_pins(out, llc_plan_pins(kept, 3, plan, 2, 600, out, 4), all, 4);
+}
+
+static void plan_pins__budget_below_the_kept__the_last_go_first_from_their_highest_block(void **state)
+{
+	const struct llc_pin_range kept[] = { { 1, 0, 100, 7 }, { 1, 300, 50, 8 }, { 2, 0, 50, 9 } };
+	const struct llc_pin_range plan[] = { { 1, 0, 400, 4 } };
+	const struct llc_pin_range cut[] = { { 1, 0, 100, 7 }, { 1, 300, 20, 8 } };
+	struct llc_pin_range out[8];
+
+	(void)state;
+	/* 120 blocks: the first range whole, 20 of the second, none of the third; nothing left for the plan. */
+	expect_pins(out, llc_plan_pins(kept, 3, plan, 1, 120, out, 8), cut, 2);
+	assert_int_equal(0, llc_plan_pins(kept, 3, plan, 1, 0, out, 8));
+	/* The blocks a trimmed kept range gave up are the plan's again, in plan order: [100, 300) then [320, 350). */
+	expect_pins(out, llc_plan_pins(cut, 2, plan, 1, 300, out, 8),
+		    (const struct llc_pin_range[]){ { 1, 0, 100, 7 }, { 1, 300, 20, 8 }, { 1, 100, 180, 4 } }, 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -344,6 +396,8 @@ int main(void)
 		cmocka_unit_test(plan_drop_tails__only_while_the_unheld_blocks_outnumber_the_room),
 		cmocka_unit_test(plan_tail_drops__aged_runs_less_the_recent_ones_cut_at_max_out),
 		cmocka_unit_test(plan_scan_finished__idle_long_enough_never_mapped_never_when_off),
+		cmocka_unit_test(plan_pins__kept_stay_the_plan_fills_the_rest_around_them),
+		cmocka_unit_test(plan_pins__budget_below_the_kept__the_last_go_first_from_their_highest_block),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
