@@ -5,6 +5,7 @@
 // and V come back from select equal to what was appended (bit for bit in fp32, within the rounding
 // in fp16 and bf16), and bad options get a clear error.
 #include "cmocka_cpp.hpp"
+#include "kv_test_store.hpp"
 
 #include "csd/kernels/kernel_common.h"
 #include "kv/kv_store.hpp"
@@ -20,6 +21,8 @@ using namespace llmcache::kv;
 using namespace llmcache::kv::policy;
 
 namespace {
+
+using kv_test::open_store;
 
 AerpParams params(uint32_t budget, uint32_t heads)
 {
@@ -164,17 +167,6 @@ void recompute__exact_order__equals_reference(void **)
 }
 
 // A KvStore AERP session of one layer: 2 KV heads of dimension 4, fp32, sink 1, recent 2, budget 4.
-std::unique_ptr<KvStore> open_store(const KvShape &shape, const KvOptions &opt)
-{
-	std::unique_ptr<KvStore> s;
-	std::string err;
-	const int r = KvStore::open(shape, opt, s, err);
-	if (r)
-		fprintf(stderr, "open: %s\n", err.c_str());
-	assert_int_equal(r, 0);
-	return s;
-}
-
 void store__sinks_recent_kept_lowest_evicted__rows_freed(void **)
 {
 	KvShape shape{1, 2, 2, 4, CSD_FP32, 1024};

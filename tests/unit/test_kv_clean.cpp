@@ -9,6 +9,7 @@
 // device gives up the slots of copies held by resident pages before it refuses a spill.
 #include "cmocka_cpp.hpp"
 #include "kv_test_device.hpp"
+#include "kv_test_store.hpp"
 
 #include "kv/kv_store.hpp"
 
@@ -55,16 +56,7 @@ KvOptions options(const std::string &dev, const char *backend)
 	return o;
 }
 
-std::unique_ptr<KvStore> open_store(const KvOptions &o)
-{
-	std::unique_ptr<KvStore> kv;
-	std::string err;
-	const int r = KvStore::open(shape(), o, kv, err);
-	if (r)
-		fprintf(stderr, "open: %s\n", err.c_str());
-	assert_int_equal(r, 0);
-	return kv;
-}
+std::unique_ptr<KvStore> open_store(const KvOptions &o) { return kv_test::open_store(shape(), o); }
 
 // n tokens of normally distributed fp32 K and V rows, appended; the rows, token after token.
 struct Rows {

@@ -5,6 +5,7 @@
 // slab is an error, and a full or missing device gives its documented error without losing KV.
 #include "cmocka_cpp.hpp"
 #include "kv_test_device.hpp"
+#include "kv_test_store.hpp"
 
 #include "kv/kv_store.hpp"
 
@@ -25,6 +26,7 @@ namespace {
 using kv_test::cleanup_devices;
 using kv_test::corrupt_byte;
 using kv_test::make_device;
+using kv_test::open_store;
 
 KvShape shape(uint32_t dtype, uint32_t layers = 2)
 {
@@ -53,17 +55,6 @@ KvOptions options(const std::string &dev, const char *backend = "none", uint32_t
 	o.queue_depth = 8;
 	o.backend = backend;
 	return o;
-}
-
-std::unique_ptr<KvStore> open_store(const KvShape &s, const KvOptions &o)
-{
-	std::unique_ptr<KvStore> kv;
-	std::string err;
-	int r = KvStore::open(s, o, kv, err);
-	if (r)
-		fprintf(stderr, "open: %s\n", err.c_str());
-	assert_int_equal(r, 0);
-	return kv;
 }
 
 // Rows of K and V for layers x n tokens; mode 0 random bits, 1 small integers, 2 normal floats.
