@@ -15,7 +15,9 @@ void add_stats(KvStats &a, const KvStats &b, bool with_gauges)
 	if (with_gauges) {
 		a.cpu_bytes += b.cpu_bytes, a.cpu_pages += b.cpu_pages, a.spilled_pages += b.spilled_pages;
 		a.cpu_tokens += b.cpu_tokens, a.storage_tokens += b.storage_tokens, a.storage_bytes += b.storage_bytes;
+		a.resident_copies += b.resident_copies, a.storage_slots_used += b.storage_slots_used;
 	}
+	a.clean_spills += b.clean_spills, a.copies_dropped += b.copies_dropped;
 	a.spill_batches += b.spill_batches, a.spill_failures += b.spill_failures, a.fetched_pages += b.fetched_pages;
 	a.promoted_pages += b.promoted_pages, a.selects += b.selects, a.scored_cpu += b.scored_cpu;
 	a.scored_storage += b.scored_storage, a.cpu_score_ns += b.cpu_score_ns, a.storage_score_ns += b.storage_score_ns;
@@ -36,9 +38,10 @@ llmcache_ioc_kv_stats kernel_stats(const KvStats &t, uint32_t sessions, double b
 	llmcache_kv_pool_stats &c = st.pool[LLMCACHE_KV_POOL_CPU], &s = st.pool[LLMCACHE_KV_POOL_STORAGE];
 	c.bytes = t.cpu_bytes;
 	c.tokens = t.cpu_tokens;
-	c.spills = t.storage.slabs_written / 2; // a page leaves as a K and a V slab
+	// Pages that left memory: written as a K and a V slab, or clean (their device copy kept, nothing written).
+	c.spills = t.storage.slabs_written / 2 + t.clean_spills;
 	c.restores = t.promoted_pages;
-	c.bus_bytes = t.storage.bytes_written; // host to device: the spills
+	c.bus_bytes = t.storage.bytes_written; // host to device: the spills that wrote
 	c.kernel_runs = t.cpu_runs;
 	c.scored_tokens = t.scored_cpu;
 	c.score_latency_ns = t.cpu_runs ? t.cpu_score_ns / t.cpu_runs : 0;

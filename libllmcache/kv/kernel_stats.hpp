@@ -17,7 +17,9 @@ namespace llmcache::kv {
 // Adds b's counters to a; gauges (bytes, tokens, pages held now) only when with_gauges.
 void add_stats(KvStats &a, const KvStats &b, bool with_gauges);
 
-// The uapi record of a total: per pool, what it holds, moved and scored (Documentation/ABI).
+// The uapi record of a total: per pool, what it holds, moved and scored (Documentation/ABI). cpu.spills
+// counts the pages that left memory, clean demotions included; storage.spills and cpu.bus_bytes count
+// only what was written, so a clean spill adds to the first alone.
 // device_scores: the backend scores in storage, so Score Blocks cross the bus instead of keys.
 llmcache_ioc_kv_stats kernel_stats(const KvStats &total, uint32_t sessions, double beta, bool device_scores);
 

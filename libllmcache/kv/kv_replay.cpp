@@ -58,14 +58,19 @@ void KvPolicyModel::spill(std::vector<KvTraceEvent> &decisions)
 	e.kind = KvTraceEvent::Spill;
 	e.pages = policy::choose_spill_victims(pool_, p_.policy, target());
 	for (const policy::PageRef &v : e.pages) {
-		pool_.pages[v.layer][v.page].resident = false;
+		policy::PageInfo &p = pool_.pages[v.layer][v.page];
+		if (p.device_copy) // clean demotion: the copy it came back from is still on the device
+			fig_.clean_spills++;
+		else
+			fig_.bytes_written += p_.policy.page_bytes;
+		p.resident = false;
+		p.device_copy = true;
 		pool_.cpu_bytes -= p_.policy.page_bytes;
 		cpu_pages_--;
 		spilled_pages_++;
 	}
 	fig_.spills++;
 	fig_.spilled_pages += e.pages.size();
-	fig_.bytes_written += e.pages.size() * p_.policy.page_bytes;
 	spill_failed_ = pool_.cpu_bytes > p_.policy.cpu_budget;
 	decisions.push_back(std::move(e));
 }
@@ -260,6 +265,7 @@ nlohmann::ordered_json kv_replay_figures(const KvReplayResult &r)
 		{"selected_from_storage", f.selected_from_storage},
 		{"spills", f.spills},
 		{"spilled_pages", f.spilled_pages},
+		{"clean_spills", f.clean_spills},
 		{"promoted_pages", f.promoted_pages},
 		{"cpu_tokens", f.cpu_tokens},
 		{"storage_tokens", f.storage_tokens},

@@ -7,7 +7,9 @@
  * was recorded with, it makes the store's decisions; the check compares them one by one.
  *
  * What the replay assumes: every write succeeds (a recorded failed write, 'w', is counted, and the
- * decisions after it may differ); the adaptive beta (-1), which depends on measured rates, replays as
+ * decisions after it may differ); the device never runs short of slots, so pages brought back keep their
+ * device copies (the decisions do not depend on it, but a store that dropped copies wrote pages the
+ * replay counts as clean spills); the adaptive beta (-1), which depends on measured rates, replays as
  * no split; the scores are those recorded, so tokens that were always kept when recording (and so not
  * scored) have no score and are not candidates if smaller sink or recent windows are replayed.
  */
@@ -33,10 +35,13 @@ struct KvReplayOverrides {
 
 struct KvReplayFigures {
 	uint64_t appends = 0, selects = 0, selected = 0, selected_in_cpu = 0, selected_from_storage = 0;
-	uint64_t spills = 0, spilled_pages = 0, promoted_pages = 0, recorded_write_failures = 0;
+	// spilled_pages counts every page that left memory, clean_spills those of them that kept the device
+	// copy they had been brought back from, so that their spill wrote nothing (clean demotion).
+	uint64_t spills = 0, spilled_pages = 0, clean_spills = 0, promoted_pages = 0, recorded_write_failures = 0;
 	uint64_t cpu_tokens = 0, storage_tokens = 0, peak_cpu_bytes = 0; // at the end; the most held
-	// Bytes over the bus (payloads): pages written by spills, selected rows (K and V) read from storage
-	// and pages brought back whole, and the spilled keys a host-scoring backend (none) reads per select.
+	// Bytes over the bus (payloads): pages written by spills (clean ones write nothing), selected rows
+	// (K and V) read from storage and pages brought back whole, and the spilled keys a host-scoring
+	// backend (none) reads per select.
 	uint64_t bytes_written = 0, bytes_fetched = 0, bytes_scanned = 0;
 };
 

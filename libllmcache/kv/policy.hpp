@@ -29,7 +29,8 @@ struct PageInfo {
 	bool resident = true;
 	// The device holds an up-to-date copy of the page: always for a spilled page; for a resident one,
 	// when it came back from the device unchanged (its slots are kept, so spilling it again writes
-	// nothing). The KV replay leaves it false: no decision but the choice of copies to drop reads it.
+	// nothing). No decision but the choice of copies to drop reads it; the KV replay keeps it to count
+	// clean spills.
 	bool device_copy = false;
 };
 

@@ -946,8 +946,8 @@ std::string Server::status(const Conn &c) const
 		const KvStats &st = s->seen.stats;
 		out += "session " + std::to_string(s->id) + " uid " + std::to_string(s->uid) + " pid " + std::to_string(s->pid) +
 		       " backend " + s->seen.backend + " tokens " + std::to_string(s->seen.tokens) + " cpu_bytes " +
-		       std::to_string(st.cpu_bytes) + " spilled_pages " + std::to_string(st.spilled_pages) +
-		       " bytes_written " + std::to_string(st.storage.bytes_written) + " bytes_read " +
+		       std::to_string(st.cpu_bytes) + " spilled_pages " + std::to_string(st.spilled_pages) + " clean_spills " +
+		       std::to_string(st.clean_spills) + " bytes_written " + std::to_string(st.storage.bytes_written) + " bytes_read " +
 		       std::to_string(st.storage.bytes_read) + " partial_reads " + std::to_string(st.storage.runs_read) + " selects " + std::to_string(st.selects) + " promoted_pages " +
 		       std::to_string(st.promoted_pages) + " beta " + std::to_string(st.beta());
 		if (s->aerp)

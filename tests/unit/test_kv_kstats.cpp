@@ -18,7 +18,7 @@ KvStats sample()
 	s.storage_bytes = 6 * 2 * 8192, s.promoted_pages = 3, s.selects = 10, s.scored_cpu = 500, s.scored_storage = 900;
 	s.cpu_score_ns = 4000, s.storage_score_ns = 9000, s.cpu_runs = 10, s.storage_runs = 9;
 	s.storage.slabs_written = 18, s.storage.slabs_read = 7, s.storage.bytes_written = 18 * 8192;
-	s.storage.bytes_read = 7 * 8192;
+	s.storage.bytes_read = 7 * 8192, s.clean_spills = 2;
 	return s;
 }
 
@@ -33,9 +33,9 @@ void kernel_stats__one_session__each_pool_field(void **)
 	const llmcache_kv_pool_stats &c = st.pool[LLMCACHE_KV_POOL_CPU], &s = st.pool[LLMCACHE_KV_POOL_STORAGE];
 	assert_int_equal(c.bytes, 1000);
 	assert_int_equal(c.tokens, 120);
-	assert_int_equal(c.spills, 9);
+	assert_int_equal(c.spills, 9 + 2); // pages written and pages spilled clean (nothing written)
 	assert_int_equal(c.restores, 3);
-	assert_int_equal(c.bus_bytes, 18 * 8192);
+	assert_int_equal(c.bus_bytes, 18 * 8192); // the slabs written alone
 	assert_int_equal(c.kernel_runs, 10);
 	assert_int_equal(c.scored_tokens, 500);
 	assert_int_equal(c.score_latency_ns, 400);
@@ -59,6 +59,7 @@ void add_stats__closed_session__counters_without_gauges(void **)
 	assert_int_equal(total.storage_tokens, 192);
 	assert_int_equal(total.selects, 20);
 	assert_int_equal(total.storage.slabs_read, 14);
+	assert_int_equal(total.clean_spills, 4);
 	add_stats(total, sample(), true);
 	assert_int_equal(total.cpu_bytes, 2000);
 	assert_int_equal(total.cpu_runs, 30);

@@ -2,11 +2,13 @@
 // The KV replay against the store: a real KvStore (backend none, a device file from kv_test_device.hpp)
 // records a KV trace of a prefill and decode steps; the replay over that trace makes exactly the
 // store's decisions (the selections it returned, step by step, the pages it spilled and brought back,
-// what is in memory at the end), two replays are byte-identical, and a trace whose decision was
-// altered is caught at its line.
+// what is in memory at the end) and its counts (pages spilled again without a write are clean spills,
+// not bytes written, as the store and its sysfs record count them), two replays are byte-identical, and
+// a trace whose decision was altered is caught at its line.
 #include "cmocka_cpp.hpp"
 #include "kv_test_device.hpp"
 
+#include "kv/kernel_stats.hpp"
 #include "kv/kv_replay.hpp"
 #include "kv/kv_store.hpp"
 
@@ -176,6 +178,17 @@ void replay__store_trace__same_decisions_step_by_step(void **)
 	assert_int_equal(f.spills, rec.stats.spill_batches);
 	assert_int_equal(f.promoted_pages, rec.stats.promoted_pages);
 	assert_int_equal(f.spilled_pages - f.promoted_pages, rec.stats.spilled_pages);
+	// Pages brought back and spilled again were not written again, by the store and in the replay alike:
+	// the replay's bytes written are the payloads of the pages the store wrote (the store counts its
+	// slabs, a K and a V slab per page, each rounded up to 4 KiB), and the daemon's sysfs record counts
+	// the pages that left memory as the replay does.
+	assert_true(rec.stats.clean_spills > 0);
+	assert_int_equal(rec.stats.copies_dropped, 0);
+	assert_int_equal(f.clean_spills, rec.stats.clean_spills);
+	const uint64_t written = rec.stats.storage.slabs_written / 2;
+	assert_int_equal(f.spilled_pages - f.clean_spills, written);
+	assert_int_equal(f.bytes_written, written * r.params.policy.page_bytes);
+	assert_int_equal(kernel_stats(rec.stats, 1, 0, false).pool[LLMCACHE_KV_POOL_CPU].spills, f.spilled_pages);
 	assert_int_equal(f.cpu_tokens, rec.stats.cpu_tokens);
 	assert_int_equal(f.storage_tokens, rec.stats.storage_tokens);
 	assert_int_equal(f.selects, rec.selections.size());

@@ -395,6 +395,7 @@ void isolation__other_connection_and_uid__cannot_see_session(void **state)
 	assert_true(len > 0 && (size_t)len == std::strlen(buf));
 	assert_non_null(std::strstr(buf, ("session " + std::to_string(id) + " uid ").c_str()));
 	assert_non_null(std::strstr(buf, " beta "));
+	assert_non_null(std::strstr(buf, " clean_spills 0 "));
 	assert_int_equal(llmcache_kv_status("/var/tmp/llmcache-no-such-daemon.sock", buf, sizeof(buf)) < 0, 1);
 	assert_non_null(std::strstr(buf, "is the service running"));
 	if (geteuid() == 0) { // another uid does not even see it listed

@@ -59,11 +59,11 @@ void row(std::ostream &o, const KvReplayResult &r)
 {
 	const KvReplayFigures &f = r.figures;
 	char b[512];
-	std::snprintf(b, sizeof(b), "%12s %6g %9llu %9llu %9llu %9llu %9llu %8llu %8llu %12s %12s %12s\n",
+	std::snprintf(b, sizeof(b), "%12s %6g %9llu %9llu %9llu %9llu %9llu %8llu %8llu %8llu %12s %12s %12s\n",
 		      units::format_bytes(r.params.policy.cpu_budget).c_str(), r.params.beta, (unsigned long long)f.cpu_tokens,
 		      (unsigned long long)f.storage_tokens, (unsigned long long)f.selected,
 		      (unsigned long long)f.selected_from_storage, (unsigned long long)f.spilled_pages,
-		      (unsigned long long)f.promoted_pages, (unsigned long long)f.spills,
+		      (unsigned long long)f.clean_spills, (unsigned long long)f.promoted_pages, (unsigned long long)f.spills,
 		      units::format_bytes(f.bytes_written).c_str(), units::format_bytes(f.bytes_fetched).c_str(),
 		      units::format_bytes(f.bytes_scanned).c_str());
 	o << b;
@@ -110,8 +110,9 @@ int run(int argc, char **argv)
 			     "Replay a KV trace (llmcached --kv-trace) through the KV policy: the spill victims, the\n"
 			     "selection and the pool update, with the recorded scores and no KV data. Prints per set of\n"
 			     "parameters the tokens in the CPU pool and on storage at the end, the tokens selected and\n"
-			     "those read from storage, pages spilled and brought back, and the payload bytes written,\n"
-			     "fetched and (for a host-scoring backend) scanned. TRACE may be - for stdin.\n\n"
+			     "those read from storage, pages spilled (clean: spilled again without a write, their device\n"
+			     "copy kept) and brought back, and the payload bytes written, fetched and (for a host-scoring\n"
+			     "backend) scanned. TRACE may be - for stdin.\n\n"
 			  << opts
 			  << "\nEXAMPLES\n"
 			     "  llmkvreplay /var/tmp/kv.trace.1 --check\n"
@@ -171,7 +172,7 @@ int run(int argc, char **argv)
 	const std::string text = read_all(traces[0]);
 	std::ostringstream out;
 	if (!json)
-		out << "  cpu_budget   beta cpu_tokens stor_tokens  selected from_stor   spilled promoted   spills"
+		out << "  cpu_budget   beta cpu_tokens stor_tokens  selected from_stor   spilled    clean promoted   spills"
 		       "      written      fetched      scanned\n";
 	bool diverged = false;
 	for (size_t i = 0; i < budgets.size(); i++) {
