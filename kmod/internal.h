@@ -49,6 +49,8 @@ struct llc_file {
 	u64 pinned;                     /* pins held, under llc.hold_lock */
 	struct xarray pins;             /* page index -> the folio whose reference the module holds */
 	bool planned;                   /* the pin plan covers this file: new pages kick the worker */
+	bool head;                      /* the plan pins its head (llc_plan_heads); under llc_reg_mutex */
+	bool head_asked;                /* its first page while mapped kicked the worker; under llc.lock */
 	u32 flags;                      /* LLMCACHE_FILE_*, written under llc.lock */
 	u64 pin_limit;                  /* bytes this file may pin, 0: no limit; under llc.lock */
 	struct kobject *loops_kobj;     /* files/<id>/loops */

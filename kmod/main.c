@@ -122,7 +122,7 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 		}
 		if (loop && !(READ_ONCE(f->flags) & LLMCACHE_FILE_NO_DROP))
 			tail = llc_tail_note(f, first, last);
-		if (loop)
+		if (loop || READ_ONCE(f->head)) /* a head file is streamed from its first pass */
 			stream = llc_stream_note(f, b - 1);
 		spin_unlock(&llc.lock);
 	}
@@ -157,6 +157,9 @@ void llc_feed_cache(struct folio *folio, bool added)
 			llc.stats[LLMCACHE_STAT_MISSES] += blocks;
 			llc_bw_sample(blocks, llc_clock_ns());
 			kick = READ_ONCE(f->planned);
+			/* A mapped file's first page: the plan may pin its head from the first pass (pin.c). */
+			if (!kick && !f->head_asked && mapping_mapped(f->mapping))
+				kick = f->head_asked = true;
 			if (kick) { /* the pin worker looks at these pages next */
 				f->todo_first = min(f->todo_first, folio->index);
 				f->todo_last = max(f->todo_last, folio->index + folio_nr_pages(folio) - 1);

@@ -293,12 +293,12 @@ struct mem_cgroup *llc_limiting_memcg(struct llc_file *f, pgoff_t first, u64 cou
 }
 
 /*
- * The files of the plan's ranges [0, n) that memcg's limit binds (memcg_of[]), as the planner counts
- * them: the blocks of those that are mapped, the largest read-ahead among them (in blocks), and
- * whether any is mapped. A file counts once however many of its ranges are planned.
+ * The files of ranges[0, n) that memcg's limit binds (memcg_of[]), as the planner counts them: the blocks
+ * of those that are mapped, the largest read-ahead among them (in blocks), and whether any is mapped. A
+ * file counts once however many of its ranges there are.
  */
-static void llc_memcg_files(struct mem_cgroup *const *memcg_of, u32 n, const struct mem_cgroup *memcg,
-			    struct llc_memcg_files *files)
+static void llc_memcg_files(const struct llc_pin_range *ranges, struct mem_cgroup *const *memcg_of, u32 n,
+			    const struct mem_cgroup *memcg, struct llc_memcg_files *files)
 {
 	struct llc_file *f;
 	u32 i, j;
@@ -307,9 +307,9 @@ static void llc_memcg_files(struct mem_cgroup *const *memcg_of, u32 n, const str
 	for (i = 0; i < n; i++) {
 		if (memcg_of[i] != memcg)
 			continue;
-		for (j = 0; j < i && !(memcg_of[j] == memcg && llc_plan[j].file == llc_plan[i].file); j++)
+		for (j = 0; j < i && !(memcg_of[j] == memcg && ranges[j].file == ranges[i].file); j++)
 			;
-		f = llc_file_by_id(llc_plan[i].file);
+		f = llc_file_by_id(ranges[i].file);
 		if (j < i || !f)
 			continue;
 		files->readahead = max_t(u64, files->readahead, READ_ONCE(f->mapping->host->i_sb->s_bdi->ra_pages));
@@ -318,6 +318,58 @@ static void llc_memcg_files(struct mem_cgroup *const *memcg_of, u32 n, const str
 			files->mapped_blocks += DIV_ROUND_UP(i_size_read(f->mapping->host), PAGE_SIZE);
 		}
 	}
+}
+
+/*
+ * The heads of the mapped files that memory cgroup limits bind, as the daemon plans them
+ * (llc_plan_heads): per cgroup, in the order its files were registered, those larger than what the
+ * planner allows them (none where they fit beside the engine), from their first block, within budget.
+ * The cgroup of a file is found from its resident pages, so its head is planned from the engine's
+ * first fault (main.c kicks the worker then). Writes them to llc_plan[0..), marks their files as heads,
+ * and returns how many; *taken gets their blocks.
+ */
+static u32 llc_plan_mapped_heads(u64 budget, u64 *taken)
+{
+	static struct mem_cgroup *memcg_of[LLC_PLAN_MAX]; /* under llc_reg_mutex */
+	static struct llc_pin_range files[LLC_PLAN_MAX], group[LLC_PLAN_MAX];
+	static u64 limit_of[LLC_PLAN_MAX];
+	struct llc_memcg_files bound;
+	u32 n = 0, nr_heads = 0, i, j, k, nr_group;
+	u64 allowance, blocks;
+	struct llc_file *f;
+
+	*taken = 0;
+	rcu_read_lock();
+	list_for_each_entry(f, &llc_files_list, list) {
+		WRITE_ONCE(f->head, false);
+		if (n == LLC_PLAN_MAX || !mapping_mapped(f->mapping) || !llc_pin_allowance(f->id))
+			continue;
+		blocks = DIV_ROUND_UP(i_size_read(f->mapping->host), PAGE_SIZE);
+		memcg_of[n] = llc_limiting_memcg(f, 0, blocks, &limit_of[n]);
+		if (memcg_of[n])
+			files[n++] = (struct llc_pin_range){ .file = f->id, .first = 0, .count = blocks };
+	}
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < i && memcg_of[j] != memcg_of[i]; j++)
+			;
+		if (j < i) /* its cgroup's files were planned with the first of them */
+			continue;
+		for (k = i, nr_group = 0; k < n; k++)
+			if (memcg_of[k] == memcg_of[i])
+				group[nr_group++] = files[k];
+		llc_memcg_files(files, memcg_of, n, memcg_of[i], &bound);
+		allowance = min(llc_memcg_allowance(memcg_of[i], limit_of[i], &bound), budget - *taken);
+		if (!allowance) /* they fit beside the engine, or nothing is left */
+			continue;
+		k = llc_plan_heads(group, nr_group, allowance, llc_plan + nr_heads, LLC_PLAN_MAX - nr_heads);
+		for (j = nr_heads; j < nr_heads + k; j++) {
+			WRITE_ONCE(llc_file_by_id(llc_plan[j].file)->head, true);
+			*taken += llc_plan[j].count;
+		}
+		nr_heads += k;
+	}
+	rcu_read_unlock();
+	return nr_heads;
 }
 
 /*
@@ -351,7 +403,7 @@ static u64 llc_plan_clamp(u32 n)
 			for (j = 0; j < nr_room && room[j].memcg != memcg; j++)
 				;
 			if (j == nr_room) {
-				llc_memcg_files(memcg_of, n, memcg, &files);
+				llc_memcg_files(llc_plan, memcg_of, n, memcg, &files);
 				allowed = llc_memcg_allowance(memcg, limit_of[i], &files);
 				room[nr_room++] = (struct llc_memcg_room){ memcg, allowed, allowed };
 			}
@@ -372,21 +424,27 @@ static u64 llc_plan_clamp(u32 n)
 }
 
 /*
- * The core's plan for budget blocks, each file cut to its allowance (pin_limit, NO_PIN): the blocks cut
+ * The plan for budget blocks: the heads of the mapped files that memory cgroup limits bind, then the
+ * core's plan for the other files, each file cut to its allowance (pin_limit, NO_PIN). The blocks cut
  * are added to the budget until the plan is stable, so that the budget goes to the next loops and the
  * plan's pinnable part never exceeds budget (what is cut grows with the budget).
  */
 static u32 llc_plan_compute(u64 budget)
 {
-	u64 cut = 0, extra;
+	u64 cut = 0, extra, taken;
 	unsigned long flags;
-	u32 n = 0, i, j, round;
+	u32 n = 0, heads, i, j, round;
 
 	llc_plan_squeezed = llc_memcg_plan_begin();
 	for (round = 0; budget && round < 8; round++) {
+		heads = llc_plan_mapped_heads(budget + cut, &taken);
 		spin_lock_irqsave(&llc.lock, flags);
-		n = llc_pin_plan(llc.core, budget + cut, llc_plan, LLC_PLAN_MAX);
+		n = heads + llc_pin_plan(llc.core, budget + cut - taken, llc_plan + heads, LLC_PLAN_MAX - heads);
 		spin_unlock_irqrestore(&llc.lock, flags);
+		for (i = j = heads; i < n; i++) /* a head file's loops are its head */
+			if (!llc_file_by_id(llc_plan[i].file) || !llc_file_by_id(llc_plan[i].file)->head)
+				llc_plan[j++] = llc_plan[i];
+		n = j;
 		extra = llc_plan_clamp(n);
 		if (extra == cut)
 			break;

@@ -5,11 +5,11 @@
  * own faults: the disk idles while the engine computes on the pinned head, and each fault waits for
  * its read-around. The module follows the engine instead, as the daemon does (the planner's functions,
  * libllmcache/core/plan.h):
- *  - llc_stream_plan(), after each pin plan: which files are read ahead, the loop, its pinned head and
- *    the window (llc_plan_window), only where the stream has the room for it (llc_plan_read_ahead,
- *    through memcg.c's llc_memcg_window);
- *  - the hooks move the engine's position at each LOOP access (llc_plan_position; its threads, a
- *    fraction of a window apart, do not move it back);
+ *  - llc_stream_plan(), after each pin plan: which files are read ahead, the loop (a head file's is
+ *    the file), its pinned head and the window (llc_plan_window), only where the stream has the room
+ *    for it (llc_plan_read_ahead, through memcg.c's llc_memcg_window);
+ *  - the hooks move the engine's position at each LOOP access, and at each access of a head file
+ *    (llc_plan_position; its threads, a fraction of a window apart, do not move it back);
  *  - a worker reads the window after the position that was not asked for yet (llc_plan_prefetch, which
  *    wraps round to the next iteration's first unpinned blocks while the engine is on the head) with the
  *    kernel's read-ahead (vfs_fadvise(POSIX_FADV_WILLNEED): the I/O is submitted, not waited for), under
@@ -55,8 +55,9 @@ void llc_stream_forget(struct llc_file *f)
 
 /*
  * Follow the plan plan[0..n) that the pins now follow: each mapped file whose first planned range pins
- * less than its loop, under a cgroup whose stream has its room, is read ahead; every other file is not.
- * Caller holds llc_reg_mutex.
+ * less than its loop (a head file's loop is the whole file, as the engine reads it from its first pass),
+ * under a cgroup whose stream has its room, is read ahead; every other file is not. Caller holds
+ * llc_reg_mutex.
  */
 void llc_stream_plan(const struct llc_pin_range *plan, u32 n)
 {
@@ -76,7 +77,9 @@ void llc_stream_plan(const struct llc_pin_range *plan, u32 n)
 		memcg = NULL;
 		window = 0;
 		lo = hi = 0;
-		if (r && mapping_mapped(f->mapping) && !(READ_ONCE(f->flags) & LLMCACHE_FILE_NO_READ_AHEAD)) {
+		if (r && f->head && !(READ_ONCE(f->flags) & LLMCACHE_FILE_NO_READ_AHEAD)) {
+			hi = DIV_ROUND_UP(i_size_read(f->mapping->host), PAGE_SIZE); /* the whole file, from its first fault */
+		} else if (r && mapping_mapped(f->mapping) && !(READ_ONCE(f->flags) & LLMCACHE_FILE_NO_READ_AHEAD)) {
 			spin_lock_irqsave(&llc.lock, flags);
 			s = llc_seq_get(llc.core, r->seq);
 			if (s && s->file == f->id && s->cls == LLMCACHE_CLASS_LOOP) {

@@ -329,6 +329,23 @@ int llc_plan_scan_finished(int mapped, uint64_t untouched_ns, uint64_t idle_ns)
 	return !mapped && idle_ns && untouched_ns >= idle_ns;
 }
 
+uint32_t llc_plan_heads(const struct llc_pin_range *files, uint32_t n, uint64_t budget, struct llc_pin_range *out,
+			uint32_t max)
+{
+	uint64_t left = budget;
+	uint32_t i, k = 0;
+
+	for (i = 0; i < n && k < max; i++) {
+		if (files[i].count <= budget)
+			continue;
+		out[k] = files[i];
+		out[k].first = 0;
+		out[k].count = files[i].count < left ? files[i].count : left;
+		left -= out[k++].count;
+	}
+	return k;
+}
+
 /* The first of kept[0..n) of file that ends after block `from` and starts before `end`, or NULL. */
 static const struct llc_pin_range *first_kept_in(const struct llc_pin_range *kept, uint32_t n, uint64_t file,
 						 uint64_t from, uint64_t end)

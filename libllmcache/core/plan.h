@@ -28,6 +28,8 @@
  *   the runs an engine accessed, noted as it goes, and dropped one call later unless it is still on
  *   them, while the loop's unheld blocks outnumber the room the cache has for them.
  * - Whether a file's scans are finished (llc_plan_scan_finished).
+ * - The heads of the files an mmap engine maps under a limit they do not fit (llc_plan_heads): pinned
+ *   from the engine's first fault, before any loop is seen.
  * - The pins to hold under a new pin plan (llc_plan_pins): those of mapped files in a loop stay while
  *   the budget holds, and the plan's other blocks take what is left.
  * Documentation/design/planner.md has the reasons and the figures.
@@ -179,6 +181,20 @@ uint32_t llc_plan_tail_drops(const struct llc_span *aged, uint32_t n_aged, const
  * which must not be dropped while the engine runs, nor when its mappings go.
  */
 int llc_plan_scan_finished(int mapped, uint64_t untouched_ns, uint64_t idle_ns);
+
+/*
+ * The heads to pin of the files that mmap engines map under a memory cgroup limit they do not fit beside
+ * the engines (llc_plan_fits), files[0..n), each given as its blocks [0, blocks) and in the caller's
+ * order. An mmap engine reads such a file whole at every token, in file order, and its first pass fills
+ * the cgroup with pages that the next ones re-read: the pins are the file's head, planned from the first
+ * fault, not the classifier's loop pieces, which come from later passes (and in pieces: the engine does
+ * not fault on the pages that stay mapped). Each file larger than budget is a head file: written to out
+ * as [0, min(blocks, what is left of budget)) with its seq, in order, a count of 0 once the budget is
+ * spent (the caller still reads and drops it as a head). A file that fits in budget is left to the
+ * core's plan (llc_pin_plan), which pins a loop whole. Writes at most max ranges and returns how many.
+ */
+uint32_t llc_plan_heads(const struct llc_pin_range *files, uint32_t n, uint64_t budget, struct llc_pin_range *out,
+			uint32_t max);
 
 /*
  * The pins to hold under a new pin plan. kept[0..n_kept) are the pins that stay, in the order they were

@@ -362,24 +362,29 @@ uint64_t Manager::pinned_blocks() const
 	return n;
 }
 
-// An mmap engine reads its whole weights file every token, in file order: when its cgroup cannot hold
-// the file beside the engine (mapped_files_fit()), the pins are the file's head, as long as the budget
-// allows, read in by the prefetcher (in the engine's cgroup, in PMD-size folios) as soon as the engine
-// maps the file, before its first pass has filled the cgroup with 4 KiB folios. The classifier's loop
-// pieces are not waited for: they come from the second pass, once the engine has mapped the file with
-// 4 KiB entries that stay.
+// The heads of the mapped files when the engines' cgroup cannot hold them beside the engines
+// (mapped_files_fit(); llc_plan_heads), read in by the prefetcher (in the engines' cgroup, in PMD-size
+// folios) as soon as an engine maps the file, before its first pass has filled the cgroup with 4 KiB
+// folios.
 std::vector<std::vector<Range>> Manager::plan_heads(uint64_t budget)
 {
 	std::vector<std::vector<Range>> want(files_.size());
+	std::vector<llc_pin_range> mapped, heads(files_.size());
 	const bool fit = mapped_files_fit();
 	for (size_t i = 0; i < files_.size(); i++) {
+		files_[i].head = false;
+		if (files_[i].mapped && !fit)
+			mapped.push_back({i + 1, 0, files_[i].pf->blocks(), 0});
+	}
+	heads.resize(llc_plan_heads(mapped.data(), uint32_t(mapped.size()), budget, heads.data(), uint32_t(heads.size())));
+	for (const llc_pin_range &h : heads) {
+		const size_t i = h.file - 1;
 		File &f = files_[i];
-		f.head = f.mapped && !fit && f.pf->blocks() > budget_blocks();
-		if (!f.head || !budget)
+		f.head = true;
+		f.head_blocks = h.count;
+		if (!h.count)
 			continue;
-		f.head_blocks = std::min(budget, f.pf->blocks());
-		want[i] = {Range{0, f.head_blocks}};
-		budget -= f.head_blocks;
+		want[i] = {Range{0, h.count}};
 		if (!o_.prefetch || prefetch_failed_ || f.populated_to >= f.head_blocks)
 			continue;
 		if (start_prefetcher())

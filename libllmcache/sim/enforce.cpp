@@ -198,7 +198,10 @@ EnforceResult replay_enforced(const EnforceLoop &loop, EnforceMode mode, const E
 		const llc_memcg_snapshot m{c.limit, c.anon, c.code, 0, margin};
 		budget = llc_plan_mapped_budget(c.pin_budget, &m, c.code, unit, n * block_size);
 	}
-	res.pinned = std::min(cache, budget / block_size);
+	// The weights file's head (llc_plan_heads), when it does not fit: the budget is none when it does.
+	const llc_pin_range file{1, 0, n, 0};
+	llc_pin_range head_pins{};
+	res.pinned = llc_plan_heads(&file, 1, budget / block_size, &head_pins, 1) ? std::min(cache, head_pins.count) : 0;
 	res.room = cache - res.pinned;
 	PageCache pc(n, res.pinned, res.room);
 

@@ -2098,6 +2098,51 @@ TEST_F_TIMEOUT(llmcache, stream_read_ahead_in_memcg, 300)
 	unlink(path);
 }
 
+/*
+ * The head of a mapped file that does not fit is pinned from the engine's first fault (llc_plan_heads),
+ * not from its loop, which only its later passes show: an mmap engine in an 80 MiB cgroup reads a
+ * 96 MiB file once. After that one pass its first 4 MiB are pinned and resident; left to the cgroup's
+ * LRU they would be the first pages reclaimed, and nothing would be pinned before the second pass.
+ */
+TEST_F_TIMEOUT(llmcache, head_pinned_in_first_pass, 300)
+{
+	const char *cg = MEMCG_ROOT "/llmcache-head", *why = NULL;
+	const int blocks = 24576, head = 1024;
+	char path[256], events[512];
+	long long pinned;
+	int fd, status;
+	pid_t pid;
+
+	ASSERT_LE(0, memcg_make(cg, "83886080", &why));
+	if (why)
+		SKIP(return, "%s", why);
+	fd = scratch_file("memcg-head", 0, path, sizeof(path));
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, ftruncate(fd, (off_t)blocks * 4096));
+	drop_caches();
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
+	ASSERT_EQ(0, sysfs_write("pin_budget", "268435456"));
+	pid = fork_into(cg);
+	if (!pid)
+		_exit(sweep_mapped(fd, (off_t)blocks * 4096, 1) ? 3 : 0);
+	status = reap(pid);
+	ASSERT_NE(-1, status);
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		TH_LOG("the engine did not finish: status %#x (killed by signal %d)", status,
+		       WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	EXPECT_NE(NULL, strstr(memcg_events(cg, events, sizeof(events)), "oom_kill 0")) TH_LOG("memory.events: %s", events);
+	pinned = sysfs_num("stats/pinned");
+	TH_LOG("%lld blocks pinned after one pass, %d of the first %d resident", pinned, resident(fd, 0, head), head);
+	EXPECT_LE(head, pinned) TH_LOG("the file's head is not pinned after the first pass");
+	EXPECT_GT(blocks, pinned) TH_LOG("the whole file is pinned: the cgroup cannot hold it");
+	EXPECT_EQ(head, resident(fd, 0, head)) TH_LOG("the head was reclaimed during the first pass");
+	ASSERT_EQ(0, sysfs_write("enable", "0"));
+	EXPECT_EQ(0, rmdir(cg));
+	umount(MEMCG_ROOT);
+	close(fd);
+	unlink(path);
+}
+
 /* A child in cgroup cg touches mib MiB of anonymous memory in small pages: its wait status. */
 static int grow_anon_in(const char *cg, size_t mib)
 {

@@ -375,6 +375,27 @@ static void plan_pins__budget_below_the_kept__the_last_go_first_from_their_highe
 		    (const struct llc_pin_range[]){ { 1, 0, 100, 7 }, { 1, 300, 20, 8 }, { 1, 100, 180, 4 } }, 3);
 }
 
+static void plan_heads__files_larger_than_the_budget_from_block_0_in_order_until_spent(void **state)
+{
+	/* A 30-block library, a 600-block model, a 200-block second model, as an engine maps them. */
+	const struct llc_pin_range files[] = { { 1, 0, 30, 0 }, { 2, 0, 600, 3 }, { 3, 0, 200, 0 } };
+	struct llc_pin_range out[4];
+
+	(void)state;
+	/* 150 blocks: the library fits (the core's plan pins it when it loops); the model takes them all,
+	 * the second model is a head file with nothing left. */
+	expect_pins(out, llc_plan_heads(files, 3, 150, out, 4),
+		    (const struct llc_pin_range[]){ { 2, 0, 150, 3 }, { 3, 0, 0, 0 } }, 2);
+	/* 250: the second model fits in the budget, the first takes it whole. */
+	expect_pins(out, llc_plan_heads(files, 3, 250, out, 4), (const struct llc_pin_range[]){ { 2, 0, 250, 3 } }, 1);
+	/* Every file fits in the budget: no head, the core's plan. None: every file is a head file. */
+	assert_int_equal(0, llc_plan_heads(files, 3, 600, out, 4));
+	expect_pins(out, llc_plan_heads(files, 3, 0, out, 4),
+		    (const struct llc_pin_range[]){ { 1, 0, 0, 0 }, { 2, 0, 0, 3 }, { 3, 0, 0, 0 } }, 3);
+	/* max cuts the last. */
+	expect_pins(out, llc_plan_heads(files, 3, 0, out, 1), (const struct llc_pin_range[]){ { 1, 0, 0, 0 } }, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -398,6 +419,7 @@ int main(void)
 		cmocka_unit_test(plan_scan_finished__idle_long_enough_never_mapped_never_when_off),
 		cmocka_unit_test(plan_pins__kept_stay_the_plan_fills_the_rest_around_them),
 		cmocka_unit_test(plan_pins__budget_below_the_kept__the_last_go_first_from_their_highest_block),
+		cmocka_unit_test(plan_heads__files_larger_than_the_budget_from_block_0_in_order_until_spent),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
