@@ -205,8 +205,14 @@ EnforceResult replay_enforced(const EnforceLoop &loop, EnforceMode mode, const E
 	res.room = cache - res.pinned;
 	PageCache pc(n, res.pinned, res.room);
 
-	const uint64_t shared = c.limit - c.anon - c.code > margin ? c.limit - c.anon - c.code - margin : 0;
-	const bool prefetch = mode == EnforceMode::daemon && res.pinned && llc_plan_read_ahead(unit, n * block_size, shared);
+	// The room the stream is read ahead in, as each counts the engine's own: the module's
+	// llc_memcg_stream_window (the code at LLC_PLAN_CODE_KEPT, two stream units), Manager::shared_room.
+	const uint64_t own = mode == EnforceMode::module ? c.anon + LLC_PLAN_CODE_KEPT + 2 * unit : c.anon + c.code + margin;
+	const uint64_t shared = c.limit > own ? c.limit - own : 0;
+	const bool prefetch = mode != EnforceMode::stock && res.pinned && llc_plan_read_ahead(unit, n * block_size, shared);
+	// The module follows the engine only where it reads ahead (kmod/stream.c); the daemon drops what
+	// the engine passed in any case.
+	const bool follows = mode == EnforceMode::daemon ? res.pinned > 0 : prefetch;
 	const llc_span head{0, res.pinned};
 	const uint64_t window = llc_plan_window(unit, c.limit) / block_size;
 	uint64_t position = UINT64_MAX, asked_to = UINT64_MAX, dropped_to = UINT64_MAX;
@@ -226,7 +232,7 @@ EnforceResult replay_enforced(const EnforceLoop &loop, EnforceMode mode, const E
 						read += pc.read(w);
 				read += pc.read(b);
 			}
-			if (mode != EnforceMode::daemon || !res.pinned)
+			if (!follows)
 				continue;
 			position = llc_plan_position(0, n, &head, 1, position, b, window);
 			if (prefetch) {

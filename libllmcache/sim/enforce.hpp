@@ -14,12 +14,14 @@
 //   stock   the kernel alone, as one LRU list: a loop larger than the cache is read whole every pass. The
 //           kernel's active list keeps a part of it (a fifth of the 604 MiB model at 107% on this
 //           machine's kernel), which an LRU does not: stock is an upper bound.
-//   module  llmcache.ko: the head of the file pinned within llc_plan_mapped_budget (its margin of two
-//           stream units and LLC_PLAN_CODE_KEPT of code), the rest through the room left, LRU.
+//   module  llmcache.ko: the head of the file (llc_plan_heads) pinned within llc_plan_mapped_budget (its
+//           margin of two stream units and LLC_PLAN_CODE_KEPT of code), the rest through the room left,
+//           LRU; where llc_plan_read_ahead allows it, the stream read ahead by llc_plan_prefetch from
+//           the engine's position (llc_plan_position) and what the engine passed dropped by
+//           llc_plan_passed (kmod/stream.c).
 //   daemon  llmcached --mode=bpf: the head pinned within the same budget (its margin and the engine's
-//           code as given), and the stream read ahead by llc_plan_prefetch from the engine's position
-//           (llc_plan_position) where llc_plan_read_ahead allows it, what the engine passed dropped by
-//           llc_plan_passed.
+//           code as given), the stream read ahead as the module's, and what the engine passed dropped
+//           in any case.
 // Documentation/replay.md, "Enforced replay", has the figures next to the measured ones.
 #pragma once
 
@@ -47,8 +49,8 @@ struct EnforceResult {
 	uint64_t room = 0;        // blocks of page cache the stream has besides the pins
 	uint64_t read_first = 0;  // blocks read in the first pass (cold)
 	uint64_t read_later = 0;  // blocks read in the passes after it
-	uint64_t read_ahead = 0;  // of those, blocks read ahead by the daemon's prefetch
-	uint64_t dropped = 0;     // blocks the daemon dropped once passed
+	uint64_t read_ahead = 0;  // of those, blocks read ahead of the engine
+	uint64_t dropped = 0;     // blocks dropped once the engine passed them
 	double later_per_pass(uint64_t passes) const { return passes > 1 ? double(read_later) / double(passes - 1) : 0; }
 };
 

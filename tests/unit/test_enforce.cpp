@@ -84,8 +84,10 @@ void replay_enforced__loop_over_the_cache__stock_reads_it_whole_the_pins_leave_t
 	assert_true(budget > 0);
 	assert_int_equal(module.pinned, budget / 4096);
 	assert_int_equal(module.room, (c.limit - c.anon - c.code) / 4096 - module.pinned);
-	assert_int_equal(module.read_first, blocks);
+	assert_true(module.read_first >= blocks); // with the next pass's first blocks, read ahead at its end
 	assert_int_equal(module.later_per_pass(loop.passes), double(blocks - module.pinned));
+	assert_true(module.read_ahead > 0); // kmod/stream.c reads the stream ahead...
+	assert_true(module.dropped > 0);    // ...and drops it once passed, as the daemon does
 
 	const EnforceResult daemon = replay_enforced(loop, EnforceMode::daemon, c);
 	assert_true(daemon.pinned > 0);
