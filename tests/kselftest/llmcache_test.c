@@ -1967,6 +1967,27 @@ static int sweep_in(const char *cg, int fd, off_t size, int sweeps)
 	return reap(pid);
 }
 
+/* A child in cgroup cg maps fd's first size bytes and reads them sweeps times, as an mmap engine: its wait status. */
+static int sweep_mapped_in(const char *cg, int fd, off_t size, int sweeps)
+{
+	pid_t pid = fork_into(cg);
+
+	if (!pid)
+		_exit(sweep_mapped(fd, size, sweeps) ? 3 : 0);
+	return reap(pid);
+}
+
+/* The engine that ran in cgroup cg finished (its wait status) and the cgroup's OOM killer took nothing. */
+static void expect_engine_finished(struct __test_metadata *_metadata, const char *cg, int status)
+{
+	char events[512];
+
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		TH_LOG("the engine did not finish: status %#x (killed by signal %d)", status,
+		       WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	EXPECT_NE(NULL, strstr(memcg_events(cg, events, sizeof(events)), "oom_kill 0")) TH_LOG("memory.events: %s", events);
+}
+
 /*
  * An engine in a memory cgroup (32 MiB) loops over a file larger than its limit (48 MiB) with read(), with
  * a global pin budget far above both: the pins stop where the planner's read() budget does
@@ -1977,7 +1998,7 @@ static int sweep_in(const char *cg, int fd, off_t size, int sweeps)
 TEST_F_TIMEOUT(llmcache, pins_capped_by_memcg, 300)
 {
 	const char *cg = MEMCG_ROOT "/llmcache-memcg", *why = NULL;
-	char file[256], events[512];
+	char file[256];
 	long long pinned;
 	int fd, status;
 
@@ -1991,13 +2012,10 @@ TEST_F_TIMEOUT(llmcache, pins_capped_by_memcg, 300)
 	ASSERT_EQ(0, sysfs_write("pin_budget", "268435456"));
 	status = sweep_in(cg, fd, 12288 * 4096LL, 4);
 	ASSERT_NE(-1, status);
-	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-		TH_LOG("the engine did not finish: status %#x (killed by signal %d)", status,
-		       WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	expect_engine_finished(_metadata, cg, status);
 	pinned = wait_pinned(8192 - 3 * 1024);
 	EXPECT_LT(2048, pinned) TH_LOG("pins (%lld blocks) far below the planner's read() budget", pinned);
 	EXPECT_GE(8192 - 3 * 1024, pinned) TH_LOG("pins (%lld blocks) leave the engine's reads no room", pinned);
-	EXPECT_NE(NULL, strstr(memcg_events(cg, events, sizeof(events)), "oom_kill 0")) TH_LOG("memory.events: %s", events);
 	ASSERT_EQ(0, sysfs_write("enable", "0"));
 	EXPECT_EQ(0, rmdir(cg));
 	umount(MEMCG_ROOT);
@@ -2038,10 +2056,9 @@ TEST_F_TIMEOUT(llmcache, stream_read_ahead_in_memcg, 300)
 {
 	const char *cg = MEMCG_ROOT "/llmcache-stream", *why = NULL;
 	const int loop = 24576;
-	char path[256], events[512];
 	long long read_ahead, dropped, pinned, charged;
 	int fd, status, total;
-	pid_t pid;
+	char path[256];
 
 	ASSERT_LE(0, memcg_make(cg, "83886080", &why));
 	if (why)
@@ -2055,15 +2072,9 @@ TEST_F_TIMEOUT(llmcache, stream_read_ahead_in_memcg, 300)
 	read_ahead = sysfs_num("stats/loop_read_ahead");
 	dropped = sysfs_num("stats/loop_dropped");
 
-	pid = fork_into(cg);
-	if (!pid)
-		_exit(sweep_mapped(fd, (off_t)loop * 4096, 8) ? 3 : 0);
-	status = reap(pid);
+	status = sweep_mapped_in(cg, fd, (off_t)loop * 4096, 8);
 	ASSERT_NE(-1, status);
-	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-		TH_LOG("the engine did not finish: status %#x (killed by signal %d)", status,
-		       WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-	EXPECT_NE(NULL, strstr(memcg_events(cg, events, sizeof(events)), "oom_kill 0")) TH_LOG("memory.events: %s", events);
+	expect_engine_finished(_metadata, cg, status);
 	sleep(1); /* the last window's reads complete */
 	pinned = sysfs_num("stats/pinned");
 	read_ahead = sysfs_num("stats/loop_read_ahead") - read_ahead;
@@ -2086,10 +2097,7 @@ TEST_F_TIMEOUT(llmcache, stream_read_ahead_in_memcg, 300)
 
 	ASSERT_EQ(0, file_opts(self->dev, LLMCACHE_IOC_SET_FILE_OPTS, fd, LLMCACHE_FILE_NO_READ_AHEAD, 0, NULL));
 	read_ahead = sysfs_num("stats/loop_read_ahead");
-	pid = fork_into(cg);
-	if (!pid)
-		_exit(sweep_mapped(fd, (off_t)loop * 4096, 2) ? 3 : 0);
-	ASSERT_NE(-1, reap(pid));
+	ASSERT_NE(-1, sweep_mapped_in(cg, fd, (off_t)loop * 4096, 2));
 	EXPECT_EQ(read_ahead, sysfs_num("stats/loop_read_ahead")) TH_LOG("NO_READ_AHEAD: blocks were read ahead");
 	ASSERT_EQ(0, sysfs_write("enable", "0"));
 	EXPECT_EQ(0, rmdir(cg));
@@ -2108,10 +2116,9 @@ TEST_F_TIMEOUT(llmcache, head_pinned_in_first_pass, 300)
 {
 	const char *cg = MEMCG_ROOT "/llmcache-head", *why = NULL;
 	const int blocks = 24576, head = 1024;
-	char path[256], events[512];
 	long long pinned;
 	int fd, status;
-	pid_t pid;
+	char path[256];
 
 	ASSERT_LE(0, memcg_make(cg, "83886080", &why));
 	if (why)
@@ -2122,15 +2129,9 @@ TEST_F_TIMEOUT(llmcache, head_pinned_in_first_pass, 300)
 	drop_caches();
 	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
 	ASSERT_EQ(0, sysfs_write("pin_budget", "268435456"));
-	pid = fork_into(cg);
-	if (!pid)
-		_exit(sweep_mapped(fd, (off_t)blocks * 4096, 1) ? 3 : 0);
-	status = reap(pid);
+	status = sweep_mapped_in(cg, fd, (off_t)blocks * 4096, 1);
 	ASSERT_NE(-1, status);
-	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-		TH_LOG("the engine did not finish: status %#x (killed by signal %d)", status,
-		       WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-	EXPECT_NE(NULL, strstr(memcg_events(cg, events, sizeof(events)), "oom_kill 0")) TH_LOG("memory.events: %s", events);
+	expect_engine_finished(_metadata, cg, status);
 	pinned = sysfs_num("stats/pinned");
 	TH_LOG("%lld blocks pinned after one pass, %d of the first %d resident", pinned, resident(fd, 0, head), head);
 	EXPECT_LE(head, pinned) TH_LOG("the file's head is not pinned after the first pass");
