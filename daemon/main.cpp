@@ -149,6 +149,7 @@ int main(int argc, char **argv)
 		("kv-queue-depth", po::value(&queue_depth)->default_value(queue_depth), "io_uring requests in flight, 1-4096")
 		("kv-planes", po::value(&planes)->default_value(planes), "two-plane precision (kv.md): off, or the fraction 0-1 of each select's top-k whose spilled V rows are read in full; the others' are read as their high byte plane alone")
 		("kv-device-select", po::value<std::string>()->default_value("exact")->notifier([&o](const std::string &v) { if (v != "exact" && v != "bounds") throw po::error("--kv-device-select " + v + ": use exact or bounds"); o.device_select = v == "bounds" ? csd::DeviceSelect::BoundsFirst : csd::DeviceSelect::Exact; }), "emulated backend: score every spilled key (exact), or read the pages' Quest bounds first and score the keys of the best pages only (bounds; kv.md, \"Bounds-first device selection\")")
+		("kv-write-through", po::bool_switch(&o.write_through), "write each full KV page to the device as it fills, so that its first spill writes nothing (kv.md, \"Writing full pages through\"); off by default")
 		("kv-trace", po::value(&o.trace)->value_name("FILE"), "write each session's KV trace (what the KV policy decided and from what, for llmkvreplay) to FILE.SESSION; off by default")
 		("emu-bandwidth", po::value(&emu_bw)->default_value(emu_bw), "emulated backend: flash-to-FPGA bandwidth (> 0)")
 		("emu-compute", po::value(&emu_compute)->default_value(emu_compute), "emulated backend: multiply-accumulates/s (> 0)");

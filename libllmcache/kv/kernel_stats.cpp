@@ -38,10 +38,11 @@ llmcache_ioc_kv_stats kernel_stats(const KvStats &t, uint32_t sessions, double b
 	llmcache_kv_pool_stats &c = st.pool[LLMCACHE_KV_POOL_CPU], &s = st.pool[LLMCACHE_KV_POOL_STORAGE];
 	c.bytes = t.cpu_bytes;
 	c.tokens = t.cpu_tokens;
-	// Pages that left memory: written as a K and a V slab, or clean (their device copy kept, nothing written).
-	c.spills = t.storage.slabs_written / 2 + t.clean_spills;
+	// Pages that left memory: written as a K and a V slab, or clean (their device copy kept, nothing
+	// written). Pages written through as they filled (KvOptions::write_through) did not leave it.
+	c.spills = t.storage.slabs_written / 2 - t.written_through + t.clean_spills;
 	c.restores = t.promoted_pages;
-	c.bus_bytes = t.storage.bytes_written; // host to device: the spills that wrote
+	c.bus_bytes = t.storage.bytes_written; // host to device: the spills that wrote, and pages written through
 	c.kernel_runs = t.cpu_runs;
 	c.scored_tokens = t.scored_cpu;
 	c.score_latency_ns = t.cpu_runs ? t.cpu_score_ns / t.cpu_runs : 0;

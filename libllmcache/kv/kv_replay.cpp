@@ -24,6 +24,7 @@ KvReplayParams kv_replay_params(const KvTraceHeader &h, const KvReplayOverrides 
 	p.policy.cpu_budget = o.cpu_budget ? o.cpu_budget : h.cpu_budget;
 	p.policy.device = o.device >= 0 ? o.device == 1 : h.device;
 	p.beta = o.beta >= 0 ? o.beta : h.beta > 0 ? h.beta : 0;
+	p.write_through = p.policy.device && (o.write_through >= 0 ? o.write_through == 1 : h.write_through);
 	p.select_budget = o.select_budget;
 	const csd::KvGeometry g{h.q_heads, h.kv_heads, h.head_dim, h.dtype, p.policy.page_tokens};
 	p.row_bytes = g.row_bytes();
@@ -93,6 +94,12 @@ void KvPolicyModel::append(uint32_t layer, std::vector<KvTraceEvent> &decisions)
 	pool_.tokens[layer]++;
 	fig_.appends++;
 	const bool full = p.n_tokens == P;
+	if (full && p_.write_through) { // written as it fills: its first spill is clean
+		p.device_copy = true;
+		fig_.written_through++;
+		fig_.bytes_written_through += pb;
+		fig_.bytes_written += pb;
+	}
 	if (!policy::must_spill_after_append(p_.policy, pool_.cpu_bytes, target(), full))
 		return;
 	if (spill_failed_ && !full)
@@ -258,6 +265,7 @@ nlohmann::ordered_json kv_replay_figures(const KvReplayResult &r)
 		{"recent_tokens", p.policy.recent_tokens},
 		{"select_budget", p.select_budget ? nlohmann::ordered_json(p.select_budget) : nullptr},
 		{"device", p.policy.device ? 1 : 0},
+		{"write_through", p.write_through ? 1 : 0},
 		{"appends", f.appends},
 		{"selects", f.selects},
 		{"selected_tokens", f.selected},
@@ -270,7 +278,9 @@ nlohmann::ordered_json kv_replay_figures(const KvReplayResult &r)
 		{"cpu_tokens", f.cpu_tokens},
 		{"storage_tokens", f.storage_tokens},
 		{"peak_cpu_bytes", f.peak_cpu_bytes},
+		{"written_through", f.written_through},
 		{"bytes_written", f.bytes_written},
+		{"bytes_written_through", f.bytes_written_through},
 		{"bytes_fetched", f.bytes_fetched},
 		{"bytes_scanned_by_host", f.bytes_scanned},
 		{"recorded_write_failures", f.recorded_write_failures}};

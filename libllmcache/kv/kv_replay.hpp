@@ -10,7 +10,8 @@
  * decisions after it may differ); the device never runs short of slots, so pages brought back keep their
  * device copies (the decisions do not depend on it, but a store that dropped copies wrote pages the
  * replay counts as clean spills); the adaptive beta (-1), which depends on measured rates, replays as
- * no split; the scores are those recorded, so tokens that were always kept when recording (and so not
+ * no split; a write-through that failed when recording (KvStats::write_through_failures) is counted
+ * as written; the scores are those recorded, so tokens that were always kept when recording (and so not
  * scored) have no score and are not candidates if smaller sink or recent windows are replayed.
  */
 #pragma once
@@ -31,6 +32,7 @@ struct KvReplayOverrides {
 	uint32_t page_tokens = 0;
 	uint32_t select_budget = 0; // tokens per select instead of the recorded budget
 	int device = -1;	    // 0: memory only (nothing spills), 1: a storage pool
+	int write_through = -1;	    // 0: off, 1: full pages written when they fill (with a storage pool)
 };
 
 struct KvReplayFigures {
@@ -43,11 +45,15 @@ struct KvReplayFigures {
 	// (K and V) read from storage and pages brought back whole, and the spilled keys a host-scoring
 	// backend (none) reads per select.
 	uint64_t bytes_written = 0, bytes_fetched = 0, bytes_scanned = 0;
+	// Write-through (KvOptions::write_through): pages written when they filled, and their bytes (also
+	// in bytes_written). Their first spill is clean.
+	uint64_t written_through = 0, bytes_written_through = 0;
 };
 
 struct KvReplayParams {
 	policy::Params policy;
 	double beta = 0;
+	bool write_through = false;
 	uint32_t select_budget = 0;
 	uint64_t k_payload = 0, row_bytes = 0; // a page's K slab payload, one token's K (or V) row
 };

@@ -168,7 +168,8 @@ int KvStore::open(const KvShape &shape, const KvOptions &opt, std::unique_ptr<Kv
 	if (!opt.trace.empty()) {
 		KvTraceHeader h{shape.layers, shape.q_heads, shape.kv_heads, shape.head_dim, shape.dtype, shape.max_context,
 				opt.page_tokens, opt.sink_tokens, opt.recent_tokens, opt.cpu_budget, opt.beta,
-				(bool)s->pool_, opt.estimator == csd::Estimator::QuestBounds ? "quest" : "exact"};
+				(bool)s->pool_, opt.estimator == csd::Estimator::QuestBounds ? "quest" : "exact",
+				opt.write_through && s->pool_};
 		if (int r = KvTraceWriter::open(opt.trace, h, s->trace_, err))
 			return r;
 	}
@@ -273,6 +274,8 @@ int KvStore::append(uint32_t layer, const void *k, const void *v, const void *x)
 	tokens_[layer]++;
 	if (trace_)
 		trace_->append(layer);
+	if (opt_.write_through && pool_ && p.n_tokens == P)
+		write_through(layer, (uint32_t)pages.size() - 1);
 	if (!policy::must_spill_after_append(params(), stats_.cpu_bytes, budget(), p.n_tokens == P))
 		return 0;
 	// A device that fails (I/O errors, gone, full) fails every spill, and every spill of an append
@@ -303,7 +306,6 @@ int KvStore::spill()
 					     " bytes by " + std::to_string(over) +
 					     " and no storage device is configured: the KV stays in memory; configure a KV "
 					     "device or raise the budget");
-	const uint32_t P = opt_.page_tokens;
 	const uint64_t pb = page_bytes();
 	policy::PoolSnapshot snap;
 	snap.pages.resize(shape_.layers);
@@ -342,9 +344,35 @@ int KvStore::spill()
 			drop_device_copy(pages_[c.layer][c.page]);
 			stats_.copies_dropped++;
 		}
+	std::vector<bool> written;
+	const int r = write_pages(cand, written);
+	stats_.spill_batches++;
+	std::vector<policy::PageRef> failed;
+	for (size_t i = 0; i < cand.size(); i++) {
+		if (!written[i]) {
+			stats_.spill_failures++;
+			failed.push_back(cand[i]);
+			continue;
+		}
+		leave_memory(pages_[cand[i].layer][cand[i].page]);
+	}
+	if (trace_)
+		trace_->spill(victims, failed);
+	if (r < 0)
+		return r;
+	if (stats_.cpu_bytes > opt_.cpu_budget)
+		return set_error(-ENOSPC, "the CPU KV pool is over its budget of " + std::to_string(opt_.cpu_budget) +
+					     " bytes: every page left in memory holds sink or recent tokens; raise the "
+					     "budget or lower sink/recent tokens");
+	return 0;
+}
+
+int KvStore::write_pages(const std::vector<policy::PageRef> &pages, std::vector<bool> &written)
+{
+	const uint32_t P = opt_.page_tokens;
 	std::vector<SlabWrite> w;
 	std::vector<SlabBuffer> planar; // two-plane precision: the V slabs as written, until the write is done
-	for (const policy::PageRef &c : cand) {
+	for (const policy::PageRef &c : pages) {
 		Page &p = pages_[c.layer][c.page];
 		p.kb.finish(p.k.slab());
 		const uint64_t bounds = 8ull * geo_.dims(), keys = (uint64_t)P * geo_.row_bytes();
@@ -366,35 +394,40 @@ int KvStore::spill()
 	}
 	std::vector<int64_t> res;
 	std::string err;
-	int r = w.empty() ? 0 : pool_->write(w, res, err);
-	stats_.spill_batches++;
-	std::vector<policy::PageRef> failed;
-	for (size_t i = 0; i < cand.size(); i++) {
+	const int r = w.empty() ? 0 : pool_->write(w, res, err);
+	written.assign(pages.size(), false);
+	for (size_t i = 0; i < pages.size(); i++) {
 		const int64_t ko = res[2 * i], vo = res[2 * i + 1];
 		if (ko < 0 || vo < 0) {
 			if (ko >= 0)
 				pool_->release(ko);
 			if (vo >= 0)
 				pool_->release(vo);
-			stats_.spill_failures++;
-			failed.push_back(cand[i]);
 			continue;
 		}
-		Page &p = pages_[cand[i].layer][cand[i].page];
+		Page &p = pages_[pages[i].layer][pages[i].page];
 		p.k_off = ko;
 		p.v_off = vo;
 		p.device_tokens = p.n_tokens;
-		leave_memory(p);
+		written[i] = true;
 	}
-	if (trace_)
-		trace_->spill(victims, failed);
-	if (r < 0)
-		return set_error(r, err);
-	if (stats_.cpu_bytes > opt_.cpu_budget)
-		return set_error(-ENOSPC, "the CPU KV pool is over its budget of " + std::to_string(opt_.cpu_budget) +
-					     " bytes: every page left in memory holds sink or recent tokens; raise the "
-					     "budget or lower sink/recent tokens");
-	return 0;
+	return r < 0 ? set_error(r, err) : 0;
+}
+
+// Write-through: the page that just filled goes to the device now and keeps the copy, so that its
+// first spill is clean. The policy is unchanged (the page stays in memory, and is a spill victim like
+// any other); only when the write happens moves. A device without two free slots, or a failed write,
+// leaves the page as it was without the option: its spill writes it.
+void KvStore::write_through(uint32_t layer, uint32_t page)
+{
+	std::vector<bool> written;
+	const std::string err = err_;
+	if (pool_->slots_free() < 2 || write_pages(std::vector<policy::PageRef>{policy::PageRef{layer, page}}, written) < 0 || !written[0]) {
+		stats_.write_through_failures++;
+		err_ = err; // not the append's error: the page is stored, and spills as if never written
+		return;
+	}
+	stats_.written_through++;
 }
 
 void KvStore::drop_device_copy(Page &p)

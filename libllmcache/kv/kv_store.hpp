@@ -8,7 +8,8 @@
  *    hold sink tokens or recent tokens never leave memory; among the others the least often selected
  *    (hit count) and then the oldest go first. A page that cannot be written stays in memory: nothing
  *    the CPU pool holds is ever dropped. A page that comes back to memory keeps its device copy, so
- *    spilling it again writes nothing (clean demotion; policy_spill.hpp).
+ *    spilling it again writes nothing (clean demotion; policy_spill.hpp). With KvOptions::write_through
+ *    a page is also written when it fills, and keeps that copy, so its first spill is clean as well.
  *  - the decisions (which pages spill, which tokens are selected, which pages come back) are the pure
  *    functions of policy_*.hpp; this file executes them, and writes a KV trace of them when asked
  *    (KvOptions::trace, kv_trace.hpp) that the KV replay (kv_replay.hpp) reproduces.
@@ -99,6 +100,13 @@ struct KvOptions {
 		bool on = false;
 		uint32_t route_threshold = 0; // tokens; below max_context
 	} memory;
+	// Write full pages through (Documentation/kv.md, "Writing full pages through"): off by default. On
+	// (sessions with a device), a page is written to the device when its last token is appended and
+	// keeps that copy while it stays in memory, so that its first spill is clean (no write in the pool
+	// update's swaps after the prefill), at the cost of also writing the pages that never leave memory.
+	// A write that fails, or finds the device without two free slots, leaves the page without a copy
+	// (its spill writes it, as without the option); it is counted, not returned.
+	bool write_through = false;
 };
 
 struct KvSelection {
@@ -119,6 +127,10 @@ struct KvStats {
 	// Clean demotion: pages spilled without a write (their device copy was kept when they came back),
 	// and device copies of resident pages dropped to make room for pages that needed a write.
 	uint64_t clean_spills = 0, copies_dropped = 0;
+	// Write-through (KvOptions::write_through): pages written when they filled, and those whose write
+	// failed or found no free slots (they spill as pages never written). Their slabs are in
+	// storage.slabs_written, two a page, with those of the spills.
+	uint64_t written_through = 0, write_through_failures = 0;
 	// Scoring throughput measured online (HillInfer's f_c and f_s): tokens scored and the time taken by
 	// the CPU pool, and by the backend from submit to its last Score Block. beta() = f_c / f_s is the
 	// CPU:storage capacity ratio at which both finish together (HillInfer Eq. 1).
@@ -255,6 +267,12 @@ private:
 	// Gives up a page's device slots (its copy is gone).
 	void drop_device_copy(Page &p);
 	int set_error(int e, std::string msg);
+	// Writes the K and V slabs of the full, resident pages in one batch; each page written points at its
+	// copy (k_off, v_off, device_tokens) and stays in memory; written[i] says whether pages[i] was.
+	// 0, or the first error with err_ set.
+	int write_pages(const std::vector<policy::PageRef> &pages, std::vector<bool> &written);
+	// Write-through of a page that just filled (KvOptions::write_through).
+	void write_through(uint32_t layer, uint32_t page);
 	int spill();
 	// spill(), remembering a failure so that append does not retry before a page fills.
 	int spill_and_note();

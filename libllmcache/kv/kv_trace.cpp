@@ -72,10 +72,10 @@ std::string format_kv_trace_header(const KvTraceHeader &h)
 		      "llmcache-kv-trace %u\n"
 		      "shape layers=%u q_heads=%u kv_heads=%u head_dim=%u dtype=%u max_context=%u\n"
 		      "policy page_tokens=%u sink_tokens=%u recent_tokens=%u cpu_budget=%llu beta=%.17g device=%d "
-		      "estimator=%s\n",
+		      "estimator=%s%s\n",
 		      KV_TRACE_VERSION, h.layers, h.q_heads, h.kv_heads, h.head_dim, h.dtype, h.max_context, h.page_tokens,
 		      h.sink_tokens, h.recent_tokens, (unsigned long long)h.cpu_budget, h.beta, h.device ? 1 : 0,
-		      h.estimator.c_str());
+		      h.estimator.c_str(), h.write_through ? " write_through=1" : "");
 	return b;
 }
 
@@ -255,19 +255,23 @@ int KvTraceReader::open(KvTraceHeader &h, std::string &err)
 	if (version != KV_TRACE_VERSION)
 		return bad("version " + std::to_string(version) + " is not supported (this reader reads version " +
 			   std::to_string(KV_TRACE_VERSION) + ")");
-	// key=value fields, all of them, in this order.
-	auto fields = [&](const char *tag, std::initializer_list<const char *> keys, std::vector<std::string> &vals) {
+	// key=value fields, all of them, in this order; the last `optional` of them may be left out.
+	auto fields = [&](const char *tag, std::initializer_list<const char *> keys, std::vector<std::string> &vals,
+			  size_t optional = 0) {
 		int r = getline(s, err);
 		if (r <= 0)
 			return r < 0 ? r : bad(std::string("the header ends before its '") + tag + "' line");
 		const auto f = split(s);
 		if (f[0] != tag)
 			return bad(std::string("expected the '") + tag + "' line of the header");
-		if (f.size() != keys.size() + 1)
+		if (f.size() > keys.size() + 1 || f.size() + optional < keys.size() + 1)
 			return bad(std::string("the '") + tag + "' line has " + std::to_string(f.size() - 1) + " fields, not " +
+				   (optional ? std::to_string(keys.size() - optional) + "-" : std::string()) +
 				   std::to_string(keys.size()));
 		size_t i = 1;
 		for (const char *k : keys) {
+			if (i == f.size())
+				break;
 			const std::string want = std::string(k) + "=";
 			if (f[i].compare(0, want.size(), want) != 0)
 				return bad("field " + std::to_string(i) + " of '" + tag + "' is '" + f[i] + "', expected " + want + "...");
@@ -286,8 +290,13 @@ int KvTraceReader::open(KvTraceHeader &h, std::string &err)
 	    h.q_heads > CSD_MAX_Q_HEADS || h.kv_heads > CSD_MAX_KV_HEADS || h.head_dim > CSD_MAX_HEAD_DIM)
 		return bad("shape out of range (layers 1-4096, heads and head_dim within the kernels' maxima, dtype 0-2)");
 	v.clear();
-	if ((r = fields("policy", {"page_tokens", "sink_tokens", "recent_tokens", "cpu_budget", "beta", "device", "estimator"}, v)))
+	if ((r = fields("policy",
+			{"page_tokens", "sink_tokens", "recent_tokens", "cpu_budget", "beta", "device", "estimator", "write_through"}, v,
+			1)))
 		return r;
+	if (v.size() > 7 && v[7] != "0" && v[7] != "1")
+		return bad("the 'policy' field write_through is '" + v[7] + "', not 0 or 1");
+	h.write_through = v.size() > 7 && v[7] == "1";
 	uint32_t device;
 	char *end;
 	h.beta = std::strtod(v[4].c_str(), &end);

@@ -6,7 +6,7 @@
  *
  *   llmcache-kv-trace 1
  *   shape layers=L q_heads=H kv_heads=G head_dim=D dtype=T max_context=C
- *   policy page_tokens=P sink_tokens=S recent_tokens=R cpu_budget=B beta=F device=0|1 estimator=exact|quest
+ *   policy page_tokens=P sink_tokens=S recent_tokens=R cpu_budget=B beta=F device=0|1 estimator=exact|quest [write_through=1]
  *   a LAYER COUNT                         COUNT tokens appended to LAYER
  *   q LAYER BUDGET N FIRST COUNT S...     a select of BUDGET tokens over the N tokens of LAYER, and the
  *                                         scores of positions FIRST .. FIRST+COUNT-1 (float, %.9g)
@@ -15,6 +15,7 @@
  *   v LAYER:PAGE...                       the pages a spill chose, in order (decision)
  *   w LAYER:PAGE...                       of those, the ones whose write failed and stayed in memory
  *
+ * write_through=1 ends the policy line of a session that writes full pages through (absent: off).
  * Fields are separated by one space, lines end with '\n'; consecutive appends to one layer share a line.
  * The reader checks every line and stops at the first bad one with its line number.
  */
@@ -41,6 +42,7 @@ struct KvTraceHeader {
 	double beta = 0;
 	bool device = false;
 	std::string estimator = "exact";
+	bool write_through = false; // full pages written when they fill (KvOptions::write_through)
 };
 
 struct KvTraceEvent {

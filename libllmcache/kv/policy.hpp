@@ -28,9 +28,9 @@ struct PageInfo {
 	uint32_t n_tokens = 0, hits = 0;
 	bool resident = true;
 	// The device holds an up-to-date copy of the page: always for a spilled page; for a resident one,
-	// when it came back from the device unchanged (its slots are kept, so spilling it again writes
-	// nothing). No decision but the choice of copies to drop reads it; the KV replay keeps it to count
-	// clean spills.
+	// when it came back from the device unchanged, or was written through when it filled (its slots
+	// are kept, so spilling it writes nothing). No decision but the choice of copies to drop reads it;
+	// the KV replay keeps it to count clean spills.
 	bool device_copy = false;
 };
 

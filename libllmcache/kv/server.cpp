@@ -958,6 +958,9 @@ std::string Server::status(const Conn &c) const
 			out += " memory_folded " + std::to_string(st.memory_folded) + " memory_bytes " +
 			       std::to_string(st.memory_bytes) + " memory_reads " + std::to_string(st.memory_reads) +
 			       " memory_short " + std::to_string(st.memory_short);
+		if (s->opts.write_through && !s->aerp)
+			out += " written_through " + std::to_string(st.written_through) + " write_through_failures " +
+			       std::to_string(st.write_through_failures);
 		if (s->opts.planes.on)
 			out += " plane_high_rows " + std::to_string(st.plane_high_rows) + " plane_full_rows " +
 			       std::to_string(st.plane_full_rows);

@@ -62,6 +62,7 @@ namespace {
 constexpr uint32_t HEADS = 32, HEAD_DIM = 128, MODEL_LAYERS = 32, ROWS = 257;
 double g_margin = kv::KvOptions{}.device_margin; // the bounds run's margin (7th argument)
 uint32_t g_warmup = 1; // decode steps before the measured ones (8th argument)
+bool g_write_through = false; // the device runs write full pages through (9th argument; kv.md, "Writing full pages through")
 
 [[noreturn]] void die(const std::string &msg)
 {
@@ -98,6 +99,9 @@ struct Result {
 	// tokens, averaged over heads, divided by the same for the exact selection. 1 for exact selections.
 	double recall = 0;
 	double same = 0; // the fraction of those steps whose selection was the exact top-k itself
+	// The appends (prefill) of the whole batch, all measured layers: bytes written to the device, of
+	// which pages written through as they filled, and wall time.
+	double append_bytes = 0, append_written_through = 0, append_s = 0;
 };
 
 // Structured synthetic keys (bench_kv_decode's decode runs): which positions lean toward the query.
@@ -151,6 +155,7 @@ Result run(const std::string &device, const std::string &backend, uint32_t conte
 	o.backend = ideal ? "none" : backend == "bounds" ? "emulated" : backend;
 	if (backend == "bounds")
 		o.device_select = csd::DeviceSelect::BoundsFirst;
+	o.write_through = g_write_through && !ideal; // ideal never spills: nothing to write
 	o.device_margin = g_margin;
 	const bool host_reads_k = o.backend == "none";
 	const csd::KvGeometry geo{HEADS, HEADS, HEAD_DIM, CSD_FP16, o.page_tokens};
@@ -173,10 +178,18 @@ Result run(const std::string &device, const std::string &backend, uint32_t conte
 		if (e < 0)
 			die("append failed: " + s.error());
 	};
+	const auto a0 = Clock::now();
 	for (uint32_t b = 0; b < batch; b++)
 		for (uint32_t t = 0; t < context; t++)
 			for (uint32_t l = 0; l < layers; l++)
 				append(*seqs[b], l, t);
+	const double append_s = std::chrono::duration<double>(Clock::now() - a0).count();
+	double append_bytes = 0, append_wt = 0;
+	for (auto &s : seqs) {
+		const kv::KvStats st = s->stats();
+		append_bytes += (double)st.storage.bytes_written;
+		append_wt += (double)st.written_through;
+	}
 	std::vector<float> q(HEADS * HEAD_DIM);
 	const uint32_t budget = context / 10; // HillInfer's importance rate of 10%
 	std::vector<double> times;
@@ -289,6 +302,9 @@ Result run(const std::string &device, const std::string &backend, uint32_t conte
 	const double per_layer = 1.0 / ((double)steps * layers);
 	res.recall = recall;
 	res.same = same;
+	res.append_bytes = append_bytes;
+	res.append_written_through = append_wt;
+	res.append_s = append_s;
 	for (double *q : {&work.bound_flash_bytes, &work.bound_macs, &work.bound_pages, &work.bound_runs,
 			  &work.query_bytes, &work.device_flash_bytes, &work.device_tokens, &work.kernel_runs, &work.score_bytes,
 			  &work.host_pool_tokens, &work.host_read_bytes, &work.host_read_tokens, &work.host_reads, &work.fetch_bytes,
@@ -920,7 +936,7 @@ int main(int argc, char **argv)
 	}
 	if (argc < 2) {
 		std::fprintf(stderr, "usage: bench_kv_decode DEVICE [contexts (4096,8192,16384,32768)] [batches (1,8)] "
-				     "[measured layers (1)] [steps (3)] [heavy page period (16; 0 = uniform keys)] [bounds-first margin (2)] [warm-up steps (1)]\n       bench_kv_decode --aerp [context (512)] [budget (128)]\n       bench_kv_decode --memory [context (2048)] [budgets (64,128,256,512)]\n       bench_kv_decode --planes DEVICE [context (4096)] [kv heads (32 and 8)]\nDEVICE: a block device or file, overwritten; it needs "
+				     "[measured layers (1)] [steps (3)] [heavy page period (16; 0 = uniform keys)] [bounds-first margin (2)] [warm-up steps (1)] [write full pages through (0)]\n       bench_kv_decode --aerp [context (512)] [budget (128)]\n       bench_kv_decode --memory [context (2048)] [budgets (64,128,256,512)]\n       bench_kv_decode --planes DEVICE [context (4096)] [kv heads (32 and 8)]\nDEVICE: a block device or file, overwritten; it needs "
 				     "about 1.4 x 16 KiB x context x batch x layers bytes\nEach context and batch runs `ideal` (all KV in "
 				     "memory), `none`, `emulated` (exact scan) and `bounds` (emulated, bounds-first), then the SmartSSD timing model predicts each run on a card.\n");
 		return 2;
@@ -934,6 +950,7 @@ int main(int argc, char **argv)
 		die("the bounds-first margin must be at least 1");
 	g_margin = argc > 7 ? std::atof(argv[7]) : g_margin;
 	g_warmup = argc > 8 ? (uint32_t)std::atoi(argv[8]) : g_warmup;
+	g_write_through = argc > 9 && std::atoi(argv[9]) != 0;
 	utsname u{};
 	uname(&u);
 	const csd::EmulatedConfig emu;
@@ -991,6 +1008,13 @@ int main(int argc, char **argv)
 		    "and 8-byte Score Blocks for emulated); in-dev: K slab bytes the emulated device read internally; fetch: "
 		    "bytes read to fetch the selected KV (only the 4 KiB blocks holding selected rows, whole slabs for pages "
 		    "coming back to memory); if pages: what reading those pages' K and V slabs whole would have read.\n");
+	std::printf("\nAppends (the prefill, before the decode steps), per layer: bytes written to the device, pages written "
+		    "through as they filled (write-through %s), wall time.\n%7s %5s %-9s %12s %12s %12s\n",
+		    g_write_through ? "on: every run but ideal" : "off", "context", "batch", "backend", "written MB/l",
+		    "through/l", "append s/l");
+	for (const Modelled &m : modelled)
+		std::printf("%7u %5u %-9s %12.1f %12.0f %12.2f\n", m.context, m.batch, m.backend,
+			    m.r.append_bytes / 1e6 / m.r.layers, m.r.append_written_through / m.r.layers, m.r.append_s / m.r.layers);
 	print_model(modelled);
 	print_bounds_summary(modelled);
 	run_aerp(512, 128);

@@ -6,7 +6,9 @@
 // slabs or is clean, some are clean, the rows read back afterwards (selected, and one by one) equal
 // those appended bit for bit, the device's slots in use are always those of the spilled pages and of
 // the copies kept (none leak over promote and spill cycles, none after the store is closed), and a full
-// device gives up the slots of copies held by resident pages before it refuses a spill.
+// device gives up the slots of copies held by resident pages before it refuses a spill. With
+// write-through (kv.md, "Writing full pages through"), pages are written when they fill, and their
+// first spill is clean.
 #include "cmocka_cpp.hpp"
 #include "kv_test_device.hpp"
 #include "kv_test_store.hpp"
@@ -94,13 +96,14 @@ std::vector<float> query_at(const KvShape &s, const Rows &d, uint64_t row, uint3
 }
 
 // The accounting that must hold at any time: each spill wrote the page's K and V slabs or was clean
-// (a page spilled is spilled now or was brought back since), and the pool's slots in use are two per
-// page with a device copy, spilled or resident.
+// (a page spilled is spilled now or was brought back since), the other slabs written are those of
+// pages written through as they filled, and the pool's slots in use are two per page with a device
+// copy, spilled or resident.
 void check_accounting(const KvStore &kv)
 {
 	const KvStats st = kv.stats();
 	assert_int_equal(st.storage.slabs_written % 2, 0);
-	assert_int_equal(st.storage.slabs_written / 2 + st.clean_spills, st.spilled_pages + st.promoted_pages);
+	assert_int_equal(st.storage.slabs_written / 2 - st.written_through + st.clean_spills, st.spilled_pages + st.promoted_pages);
 	assert_int_equal(st.storage_slots_used, 2 * (st.spilled_pages + st.resident_copies));
 	assert_int_equal(st.storage_bytes, st.storage_slots_used * (uint64_t)4096);
 	assert_int_equal(st.spill_failures, 0);
@@ -265,6 +268,65 @@ void device_full__clean_copies__dropped_before_refusing(void **)
 	check_rows(*kv, d); // nothing lost
 }
 
+// Write-through (kv.md, "Writing full pages through"): every page is written when its last token is
+// appended and keeps that copy while in memory. So the appends' spills are clean, and the pool update's
+// swaps in the selects afterwards write nothing at all, while pages go out and come back; the pages
+// that were in memory after the appends and left during the selects are read back from the device
+// (the copy written at append time) equal to what was appended. With and without two-plane precision.
+void write_through__page_written_at_append__demoted_clean_and_read_back_equal(void **)
+{
+	for (const bool planes : {false, true}) {
+		KvOptions o = options(make_device(16 << 20), "none");
+		o.write_through = true;
+		o.planes.on = planes;
+		o.planes.full = 1; // every selected row with both planes: exact
+		auto kv = open_store(o);
+		Rows d;
+		std::mt19937 rng(5);
+		append_rows(*kv, d, 400, rng); // 25 full pages
+		const KvStats a = kv->stats();
+		assert_int_equal(a.written_through, 400 / PAGE);
+		assert_int_equal(a.write_through_failures, 0);
+		assert_int_equal(a.storage.slabs_written, 2 * a.written_through); // no spill wrote anything
+		assert_true(a.spilled_pages > 10);
+		assert_int_equal(a.clean_spills, a.spilled_pages);
+		assert_int_equal(a.resident_copies, a.cpu_pages); // every page in memory has its copy
+		check_accounting(*kv);
+		std::vector<bool> was_resident;
+		for (uint32_t pos = 0; pos < 400; pos += PAGE)
+			was_resident.push_back(kv->resident(0, pos));
+		cycle(*kv, d, 1); // selects only: the pool update brings pages back and spills others
+		const KvStats st = kv->stats();
+		assert_true(st.promoted_pages >= 2);
+		assert_true(st.clean_spills > a.clean_spills);
+		assert_int_equal(st.storage.bytes_written, a.storage.bytes_written); // zero bytes written in the selects
+		assert_int_equal(st.storage.slabs_written, a.storage.slabs_written);
+		uint32_t left = 0; // pages in memory after the appends, on the device now: their first demotion
+		for (uint32_t pg = 0; pg < was_resident.size(); pg++)
+			if (was_resident[pg] && !kv->resident(0, pg * PAGE)) {
+				left++;
+				assert_true(kv->slab_offset(0, pg * PAGE, SlabKind::K) >= 0);
+			}
+		assert_true(left > 0);
+		check_rows(*kv, d); // read from the device where spilled: what memory held
+		check_accounting(*kv);
+	}
+}
+
+// Off (the default), nothing is written before a page spills.
+void write_through__off__nothing_written_by_appends_alone(void **)
+{
+	auto kv = open_store(options(make_device(16 << 20), "none"));
+	Rows d;
+	std::mt19937 rng(5);
+	append_rows(*kv, d, 6 * PAGE, rng); // within the budget: nothing spills
+	const KvStats st = kv->stats();
+	assert_int_equal(st.spilled_pages, 0);
+	assert_int_equal(st.written_through, 0);
+	assert_int_equal(st.storage.slabs_written, 0);
+	assert_int_equal(st.resident_copies, 0);
+}
+
 int teardown(void **)
 {
 	cleanup_devices();
@@ -282,6 +344,8 @@ int main()
 		cmocka_unit_test(clean_demotion__two_planes__device_copy_read_back_bit_identical),
 		cmocka_unit_test(changed_page__spilled__written),
 		cmocka_unit_test(device_full__clean_copies__dropped_before_refusing),
+		cmocka_unit_test(write_through__page_written_at_append__demoted_clean_and_read_back_equal),
+		cmocka_unit_test(write_through__off__nothing_written_by_appends_alone),
 	};
 	printf("storage: %s\n", geteuid() == 0 ? "loop devices (losetup) over files in /tmp" : "files in /var/tmp");
 	return cmocka_run_group_tests(tests, nullptr, teardown);

@@ -4,7 +4,9 @@
 // store's decisions (the selections it returned, step by step, the pages it spilled and brought back,
 // what is in memory at the end) and its counts (pages spilled again without a write are clean spills,
 // not bytes written, as the store and its sysfs record count them), two replays are byte-identical, and
-// a trace whose decision was altered is caught at its line.
+// a trace whose decision was altered is caught at its line. With write-through (full pages written as
+// they fill), the store's decisions are the same, and the replay counts the same writes: the pages
+// written at append time and the spills that then write nothing.
 #include "cmocka_cpp.hpp"
 #include "kv_test_device.hpp"
 
@@ -50,7 +52,7 @@ struct Recorded {
 // A prefill of 300 tokens and 120 decode steps; each step appends a token to every layer and selects
 // 48 tokens of each, the even steps through select_begin/select_end. The queries mostly repeat (so
 // pages gain hits and spilled ones come back), with a different one every 7th step.
-Recorded record(bool with_device)
+Recorded record(bool with_device, bool write_through = false)
 {
 	KvShape s;
 	s.layers = LAYERS;
@@ -68,6 +70,7 @@ Recorded record(bool with_device)
 	o.cpu_budget = 10 * (8ull * 32 + 2ull * P * 32 * 4); // 10 pages of the two layers' 27 or so
 	o.device = with_device ? make_device(16 << 20) : "";
 	o.backend = "none";
+	o.write_through = write_through;
 	o.trace = trace_path();
 	std::unique_ptr<KvStore> kv;
 	std::string err;
@@ -247,6 +250,52 @@ void replay__altered_decision__divergence_at_its_line(void **)
 	assert_true(r.divergence.find(want) != std::string::npos);
 }
 
+// Write-through: the store records it in the trace's header, makes the decisions it makes without it,
+// and the replay counts what it wrote: every page that filled, at append time, and no spill write (the
+// device never ran short), and the same clean spills. Replaying the trace recorded without the option
+// with --write-through on predicts those figures exactly; off on the other, the figures without it.
+void replay__write_through__same_decisions_and_same_writes(void **)
+{
+	const Recorded off = record(true), on = record(true, true);
+	assert_non_null(std::strstr(on.trace.c_str(), " write_through=1\n"));
+	assert_null(std::strstr(off.trace.c_str(), "write_through"));
+	const KvReplayResult r = replay(on.trace);
+	if (!r.divergence.empty())
+		fprintf(stderr, "%s\n", r.divergence.c_str());
+	assert_string_equal(r.divergence.c_str(), "");
+	assert_true(r.params.write_through);
+	assert_true(on.selections == off.selections); // the option moves writes, not decisions
+	std::string on_decisions, off_decisions;
+	for (const KvTraceEvent &e : r.decisions)
+		on_decisions += format_kv_trace_event(e);
+	for (const KvTraceEvent &e : replay(off.trace).decisions)
+		off_decisions += format_kv_trace_event(e);
+	assert_string_equal(on_decisions.c_str(), off_decisions.c_str());
+	const KvReplayFigures &f = r.figures;
+	const KvStats &st = on.stats;
+	assert_true(st.written_through > 0);
+	assert_int_equal(st.write_through_failures, 0);
+	assert_int_equal(f.written_through, st.written_through);
+	assert_int_equal(f.clean_spills, st.clean_spills);
+	assert_int_equal(f.clean_spills, f.spilled_pages); // every spill was clean
+	assert_int_equal(st.storage.slabs_written, 2 * st.written_through); // no spill wrote
+	assert_int_equal(f.bytes_written, st.written_through * r.params.policy.page_bytes);
+	assert_int_equal(f.bytes_written_through, f.bytes_written);
+	assert_int_equal(f.cpu_tokens, st.cpu_tokens);
+	assert_int_equal(f.storage_tokens, st.storage_tokens);
+	assert_int_equal(kernel_stats(st, 1, 0, false).pool[LLMCACHE_KV_POOL_CPU].spills, f.spilled_pages);
+	// More written than without it (the pages that never left memory), and never a write at a spill.
+	const KvReplayFigures f_off = replay(off.trace).figures;
+	assert_true(f.bytes_written > f_off.bytes_written);
+	assert_int_equal(f_off.written_through, 0);
+	// The overrides: each trace replayed with the other's setting gives the other's figures.
+	KvReplayOverrides wt;
+	wt.write_through = 1;
+	assert_string_equal(format_kv_replay(replay(off.trace, wt, false)).c_str(), format_kv_replay(r).c_str());
+	wt.write_through = 0;
+	assert_string_equal(format_kv_replay(replay(on.trace, wt, false)).c_str(), format_kv_replay(replay(off.trace)).c_str());
+}
+
 int teardown(void **)
 {
 	cleanup_devices();
@@ -262,6 +311,7 @@ int main()
 		cmocka_unit_test(replay__twice__byte_identical),
 		cmocka_unit_test(replay__memory_only_store__same_decisions),
 		cmocka_unit_test(replay__altered_decision__divergence_at_its_line),
+		cmocka_unit_test(replay__write_through__same_decisions_and_same_writes),
 	};
 	return cmocka_run_group_tests(tests, nullptr, teardown);
 }

@@ -83,6 +83,8 @@ int run(int argc, char **argv)
 		("page-tokens", po::value<uint32_t>()->value_name("N"), "tokens per page, 1-4096 (default: as recorded)")
 		("select-budget", po::value<uint32_t>()->value_name("N"), "tokens per select (default: each select's recorded budget)")
 		("memory-only", po::bool_switch(), "replay without a storage pool: nothing spills")
+		("write-through", po::value<std::string>()->value_name("on|off"),
+		 "write full pages to the device as they fill, so that their first spill is clean (default: as recorded)")
 		("check", po::bool_switch(), "compare every decision with the recorded one; exit 1 at the first that differs "
 					      "(only with the recorded parameters)")
 		("decisions", po::value<std::string>()->value_name("FILE"),
@@ -118,6 +120,7 @@ int run(int argc, char **argv)
 			     "  llmkvreplay /var/tmp/kv.trace.1 --check\n"
 			     "  llmkvreplay /var/tmp/kv.trace.1 --cpu-budget 16MiB,64MiB,256MiB\n"
 			     "  llmkvreplay /var/tmp/kv.trace.1 --recent-tokens 256 --select-budget 512 --json\n"
+			     "  llmkvreplay /var/tmp/kv.trace.1 --write-through on   (what writing full pages through writes)\n"
 			     "\nExit status: 0 on success, 1 when the trace cannot be read or is malformed, a --check\n"
 			     "finds a difference or an output cannot be written; 2 on bad options.\n";
 		return std::cout.flush() ? 0 : exit_trace;
@@ -161,9 +164,15 @@ int run(int argc, char **argv)
 		o.select_budget = vm["select-budget"].as<uint32_t>();
 	if (vm["memory-only"].as<bool>())
 		o.device = 0;
+	if (vm.count("write-through")) {
+		const std::string w = vm["write-through"].as<std::string>();
+		if (w != "on" && w != "off")
+			throw Usage("--write-through " + w + ": use on or off");
+		o.write_through = w == "on";
+	}
 	const bool check = vm["check"].as<bool>(), json = vm["json"].as<bool>();
 	const bool overridden = vm.count("cpu-budget") || vm.count("beta") || vm.count("sink-tokens") || vm.count("recent-tokens") ||
-				vm.count("page-tokens") || vm.count("select-budget") || o.device == 0;
+				vm.count("page-tokens") || vm.count("select-budget") || o.device == 0 || vm.count("write-through");
 	if (check && overridden)
 		throw Usage("--check compares with the recorded decisions: give no parameter to vary");
 	if (vm.count("decisions") && budgets.size() > 1)
