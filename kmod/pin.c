@@ -433,6 +433,7 @@ static u32 llc_plan_compute(u64 budget)
 {
 	u64 cut = 0, extra, taken;
 	unsigned long flags;
+	struct llc_file *f;
 	u32 n = 0, heads, i, j, round;
 
 	llc_plan_squeezed = llc_memcg_plan_begin();
@@ -441,9 +442,11 @@ static u32 llc_plan_compute(u64 budget)
 		spin_lock_irqsave(&llc.lock, flags);
 		n = heads + llc_pin_plan(llc.core, budget + cut - taken, llc_plan + heads, LLC_PLAN_MAX - heads);
 		spin_unlock_irqrestore(&llc.lock, flags);
-		for (i = j = heads; i < n; i++) /* a head file's loops are its head */
-			if (!llc_file_by_id(llc_plan[i].file) || !llc_file_by_id(llc_plan[i].file)->head)
+		for (i = j = heads; i < n; i++) { /* a head file's loops are its head */
+			f = llc_file_by_id(llc_plan[i].file);
+			if (!f || !f->head)
 				llc_plan[j++] = llc_plan[i];
+		}
 		n = j;
 		extra = llc_plan_clamp(n);
 		if (extra == cut)
