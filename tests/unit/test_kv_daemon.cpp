@@ -383,6 +383,107 @@ void daemon__kv_device_select_bounds__same_selection_as_local_store(void **)
 	assert_int_equal(wait_exit(pid), 0);
 }
 
+
+// One session's counter in the daemon's session listing (llmcache_kv_status, what `llmcachectl kv
+// status` prints): the number after name, or -1 when the line does not carry it.
+int64_t status_field(const std::string &status, const std::string &name)
+{
+	const size_t at = (" " + status).find(" " + name + " ");
+	return at == std::string::npos ? -1 : std::strtoll(status.c_str() + at + name.size() + 1, nullptr, 10);
+}
+
+// Starts llmcached with args, serves one session the appends and selects of a local KvStore with the
+// options of setup's config file and write_through as given, asserts that every selection (positions,
+// K and V rows) equals the local store's, and returns the daemon's session listing taken after them.
+// Local is left open for the caller to read its counters.
+std::string serve_like_local_store(const std::vector<std::string> &args, bool write_through,
+				   std::unique_ptr<llmcache::kv::KvStore> &local)
+{
+	const pid_t pid = start(args);
+	assert_true(wait_for(g_dir + "/sock", true));
+	llmcache_kv *kv;
+	assert_int_equal(llmcache_kv_open((g_dir + "/sock").c_str(), &shape, &kv), 0);
+	const std::string dev = g_dir + "/local.img";
+	const int fd = open(dev.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0600);
+	assert_true(fd >= 0 && ftruncate(fd, 4 << 20) == 0);
+	close(fd);
+	llmcache::kv::KvOptions o;
+	o.cpu_budget = 24 << 10;
+	o.page_tokens = 16;
+	o.recent_tokens = 32;
+	o.backend = "emulated";
+	o.device = dev;
+	o.write_through = write_through;
+	std::string err;
+	assert_int_equal(llmcache::kv::KvStore::open({1, 8, 2, 16, CSD_FP16, 2048}, o, local, err), 0);
+	std::mt19937 rng(11);
+	std::vector<uint8_t> k(400 * 64), v(400 * 64); // 25 pages of 2 KiB: 12 fit in the 24 KiB budget
+	for (size_t i = 0; i < k.size(); i++)
+		k[i] = (uint8_t)(i & 1 ? rng() & 0x3b : rng());
+	for (auto &b : v)
+		b = (uint8_t)rng();
+	for (uint32_t t = 0; t < 400; t += 16)
+		assert_int_equal(llmcache_kv_append(kv, 0, &k[t * 64], &v[t * 64], 16), 0);
+	for (uint32_t t = 0; t < 400; t++)
+		assert_true(local->append(0, &k[t * 64], &v[t * 64]) >= 0);
+	std::vector<float> q(8 * 16);
+	std::normal_distribution<float> nd;
+	for (int step = 0; step < 4; step++) {
+		for (float &x : q) // the top-k spread over the spilled pages: the pool update swaps some in
+			x = nd(rng);
+		llmcache_kv_selection sel;
+		assert_int_equal(llmcache_kv_select(kv, 0, q.data(), 64, &sel), 0);
+		llmcache::kv::KvSelection want;
+		assert_int_equal(local->select(0, q.data(), 64, want), 0);
+		assert_int_equal(sel.n, want.positions.size());
+		assert_memory_equal(sel.positions, want.positions.data(), sel.n * sizeof(uint32_t));
+		assert_memory_equal(sel.k, want.k.data(), want.k.size());
+		assert_memory_equal(sel.v, want.v.data(), want.v.size());
+	}
+	char buf[4096];
+	assert_true(llmcache_kv_status((g_dir + "/sock").c_str(), buf, sizeof(buf)) > 0);
+	llmcache_kv_close(kv);
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+	assert_true(wait_for(g_dir + "/sock", false));
+	return buf;
+}
+
+// --kv-write-through, and kv-write-through = true in the config file: the daemon's session writes each
+// page as it fills (Documentation/kv.md, "Writing full pages through"), so that the spills of the
+// appends and of the selects' pool updates are clean, and it counts and selects as a local KvStore with
+// write_through; without the option it writes nothing through and its spills write.
+void daemon__kv_write_through__pages_written_at_append_and_demoted_clean(void **)
+{
+	std::unique_ptr<llmcache::kv::KvStore> local;
+	auto flag = args();
+	flag.push_back("--kv-write-through");
+	std::ifstream base(g_dir + "/llmcached.conf");
+	std::ofstream(g_dir + "/write-through.conf")
+		<< std::string(std::istreambuf_iterator<char>(base), {}) << "kv-write-through = true\n";
+	auto config = args();
+	config[1] = g_dir + "/write-through.conf";
+	for (const auto &a : {flag, config}) {
+		const std::string status = serve_like_local_store(a, true, local);
+		const llmcache::kv::KvStats st = local->stats();
+		assert_int_equal(st.written_through, 400 / 16); // every page, as it filled
+		assert_true(st.clean_spills > 0);
+		assert_int_equal(st.write_through_failures, 0);
+		assert_int_equal(status_field(status, "written_through"), st.written_through);
+		assert_int_equal(status_field(status, "write_through_failures"), 0);
+		assert_int_equal(status_field(status, "clean_spills"), st.clean_spills);
+		assert_int_equal(status_field(status, "spilled_pages"), st.spilled_pages);
+		assert_int_equal(status_field(status, "bytes_written"), st.storage.bytes_written);
+		local.reset();
+	}
+	const std::string status = serve_like_local_store(args(), false, local);
+	assert_int_equal(local->stats().written_through, 0);
+	assert_int_equal(status_field(status, "written_through"), -1); // printed for sessions with the option only
+	assert_true(status_field(status, "spilled_pages") > 0);
+	assert_int_equal(status_field(status, "clean_spills"), local->stats().clean_spills);
+	assert_int_equal(status_field(status, "bytes_written"), local->stats().storage.bytes_written);
+}
+
 } // namespace
 
 int main()
@@ -393,6 +494,7 @@ int main()
 		cmocka_unit_test(daemon__bad_option_or_missing_device__clear_refusal),
 		cmocka_unit_test(daemon__kv_planes__refused_out_of_range_and_truncates_low_rows),
 		cmocka_unit_test(daemon__kv_device_select_bounds__same_selection_as_local_store),
+		cmocka_unit_test(daemon__kv_write_through__pages_written_at_append_and_demoted_clean),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
