@@ -12,7 +12,9 @@
 # KV_DECODE_BATCHES (1,8), KV_DECODE_LAYERS (1), KV_DECODE_STEPS (3),
 # KV_DECODE_HEAVY (16: one page in 16 holds the important keys; 0: uniformly random keys),
 # KV_DECODE_UNIFORM_CONTEXTS (4096,32768: a second decode run with uniformly random keys, where
-# importance is spread over every page and the row fetch matters; empty: skipped).
+# importance is spread over every page and the row fetch matters; empty: skipped),
+# KV_DECODE_GENERATION (32: a third run at 32K tokens, batch 1, over that many decode steps after the
+# warm-up, the mean step of a generation that issue 22's targets are judged on; 0: skipped).
 set -euo pipefail
 tests=${1:?usage: bench-kv.sh TESTS_DIR RESULTS_DIR}
 out=${2:?usage: bench-kv.sh TESTS_DIR RESULTS_DIR}
@@ -32,6 +34,7 @@ contexts=${KV_DECODE_CONTEXTS:-4096,8192,16384,32768}
 batches=${KV_DECODE_BATCHES:-1,8}
 layers=${KV_DECODE_LAYERS:-1}
 uniform=${KV_DECODE_UNIFORM_CONTEXTS-4096,32768}
+generation=${KV_DECODE_GENERATION:-32}
 
 # Storage: the plain file is preallocated and written once so that no pass pays for allocation.
 dd if=/dev/zero of="$dir/plain.img" bs=1M count=$((mib + 64)) oflag=direct status=none
@@ -52,7 +55,7 @@ echo "=== KV scoring: exact kernel against the memory-bandwidth bound ==="
 
 echo
 echo "=== KV decode steps: ideal (in memory), none, emulated and bounds (emulated, bounds-first: an emulation of a SmartSSD), and the SmartSSD timing model's predictions ==="
-max_ctx=$(tr ',' '\n' <<<"$contexts,$uniform" | grep . | sort -n | tail -1)
+max_ctx=$(tr ',' '\n' <<<"$contexts,$uniform,32768" | grep . | sort -n | tail -1)
 max_batch=$(tr ',' '\n' <<<"$batches" | sort -n | tail -1)
 truncate -s $((max_ctx * max_batch * layers * 16384 * 3 / 2 + (max_batch << 27))) "$dir/decode.img"
 dev=$dir/decode.img
@@ -66,4 +69,9 @@ if [ -n "$uniform" ]; then
 	echo
 	echo "=== KV decode steps with uniformly random keys (importance spread: only the selected rows are fetched) ==="
 	"$tests/bench_kv_decode" "$dev" "$uniform" "$batches" "$layers" "${KV_DECODE_STEPS:-3}" 0 | tee "$out/kv-decode-uniform.txt"
+fi
+if [ "$generation" != 0 ]; then
+	echo
+	echo "=== KV decode over a generation: 32K tokens, batch 1, $generation decode steps after 1 warm-up (the mean step; issue 22's targets) ==="
+	"$tests/bench_kv_decode" "$dev" 32768 1 "$layers" "$generation" "${KV_DECODE_HEAVY:-16}" | tee "$out/kv-decode-generation.txt"
 fi

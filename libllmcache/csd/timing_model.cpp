@@ -212,6 +212,11 @@ StepTiming predict_step(const SmartSsdTiming &p, const StepWork &w)
 	return out;
 }
 
+double gpu_layer_compute_s(const GpuEngine &g, double weight_bytes, double kv_bytes, double flops)
+{
+	return std::max(per(weight_bytes + kv_bytes, g.memory_bw), per(flops, g.fp16_flops));
+}
+
 std::string critical_summary(const StepTiming &t)
 {
 	std::vector<unsigned> order;

@@ -52,6 +52,15 @@
  *                                UltraScale+ KU15P; the emulated backend's pacing.
  *   kernel_run_overhead 50 us    XRT issue #8687 (50-100 us to launch a kernel on an Alveo U55C) and
  *                                #6601 (16-56 us for run + start on a U25).
+ * The engine's compute per layer is an input: measured on this host (its CPU standing in for the
+ * engine's processor), or predicted by gpu_layer_compute_s for HillInfer's GPU (an RTX 4090, Sec. 4.2):
+ * a decode step's matrix-vector products and attention read every weight and every selected K and V
+ * row once and do two FLOPs per weight and row element and sequence, so the layer takes the longer of
+ * its bytes at the GPU's memory bandwidth and its FLOPs at the GPU's FP16 rate:
+ *   memory_bw 1008 GB/s          GeForce RTX 4090: 384-bit GDDR6X at 21 Gbps (NVIDIA's specifications).
+ *   fp16_flops 82.6 T/s          its FP16 rate without tensor cores (16384 CUDA cores at 2.52 GHz boost,
+ *                                2 FLOPs each per cycle); the tensor cores' 165 T/s would only be faster.
+ * Both are peaks: a real kernel reaches less of them, which only makes the KV path's share smaller.
  * Not modelled: queueing inside the SSD (its channels, the FTL, garbage collection), DRAM on the card,
  * the host's memory bandwidth shared between scoring and the engine, several links sharing one root
  * port, the CPU time of issuing I/O, and the promotion of pages back to memory beyond their bytes.
@@ -125,6 +134,16 @@ struct StepTiming {
 	double exposed_kv_s = 0;  // step time the engine does not compute: KV work not hidden by it
 	std::vector<CriticalSegment> path; // first to last
 };
+
+// HillInfer's GPU (Sec. 4.2), at its published peaks.
+struct GpuEngine {
+	double memory_bw = 1008e9;  // bytes/s
+	double fp16_flops = 82.6e12; // FLOP/s
+};
+
+// One layer's compute on the GPU: weight_bytes read once for the batch, kv_bytes (every sequence's
+// selected K and V rows) once, flops in all; memory- or compute-bound, whichever is longer.
+double gpu_layer_compute_s(const GpuEngine &g, double weight_bytes, double kv_bytes, double flops);
 
 // Predicts one decode step. Zero work takes no time; rates must be positive where their work is not
 // zero (a zero rate with work makes the time infinite).

@@ -379,11 +379,21 @@ private:
 	std::vector<csd_score> out_;
 };
 
+// The same layer's compute on HillInfer's GPU (an RTX 4090), predicted from its published peaks
+// (csd::gpu_layer_compute_s): the weights once for the batch, each sequence's selected K and V rows.
+double gpu_engine_seconds(uint32_t batch, uint32_t kv_rows)
+{
+	const double weights = (double)EngineLayer::IN_ROWS * EngineLayer::DIM + (double)EngineLayer::DIM * EngineLayer::FFN;
+	const double kv_elements = 2.0 * batch * kv_rows * EngineLayer::DIM; // K and V
+	return csd::gpu_layer_compute_s(csd::GpuEngine{}, 2 * weights, 2 * kv_elements, 2 * (batch * weights + kv_elements));
+}
+
 struct Modelled {
 	uint32_t context, batch;
 	const char *backend;
 	Result r;
 	double engine_s; // the engine's compute of one layer for the batch, measured here
+	double gpu_s;	 // the same on HillInfer's GPU, predicted
 };
 
 // The timing model's prediction for each measured run: the run's own work per layer, on a SmartSSD.
@@ -398,11 +408,13 @@ void print_model(const std::vector<Modelled> &runs)
 		    card.fpga_mac_rate / 1e9, card.kernel_run_overhead_s * 1e6);
 	std::printf("KV ms/l: one layer's selection alone (no engine compute), to set against the measured ms/layer. "
 		    "step ms x32: a decode step of the model's 32 layers with the engine's compute, layer i+1's selection "
-		    "overlapping layer i's compute; engine on a processor of its own (a GPU, as in HillInfer), or on the host "
-		    "CPU (\"on CPU\"), or with flash at 2.36 GB/s (P2P reads measured on the SmartSSD's platform, Vitis "
-		    "p2p_bandwidth).\n");
-	std::printf("%7s %5s %-9s %10s %10s %9s %10s %11s %11s %9s %-9s %s\n", "context", "batch", "backend", "meas ms/l",
-		    "KV ms/l", "engine ms", "step ms x32", "on CPU x32", "2.36GB/s x32", "hidden", "bound", "critical path (x32 step)");
+		    "overlapping layer i's compute; engine on a processor of its own (a GPU, as in HillInfer) computing as "
+		    "fast as this host's CPU did, or on the host CPU (\"on CPU\"), or with flash at 2.36 GB/s (P2P reads "
+		    "measured on the SmartSSD's platform, Vitis p2p_bandwidth), or on HillInfer's RTX 4090 (\"4090\", "
+		    "its compute predicted from its published peaks, \"4090 ms\" a layer).\n");
+	std::printf("%7s %5s %-9s %10s %10s %9s %10s %11s %11s %9s %10s %9s %-9s %s\n", "context", "batch", "backend",
+		    "meas ms/l", "KV ms/l", "engine ms", "step ms x32", "on CPU x32", "2.36GB/s x32", "4090 ms", "4090 x32",
+		    "hidden", "bound", "critical path (x32 step)");
 	for (const Modelled &m : runs) {
 		csd::SmartSsdTiming p = card;
 		p.host_score_rate = m.r.host_score_rate;
@@ -415,12 +427,15 @@ void print_model(const std::vector<Modelled> &runs)
 		csd::SmartSsdTiming on_cpu = p, slow = p;
 		on_cpu.engine_shares_host_cpu = true;
 		slow.flash_read_bw = 2.36e9;
+		csd::StepWork gpu = step;
+		gpu.layer.compute_s = m.gpu_s;
 		// hidden: the share of the selections' time (32 x KV ms/l) that the engine's compute hid
 		const double kv_total = alone.step_s * MODEL_LAYERS;
 		const double hidden = kv_total > 0 ? 1 - t.exposed_kv_s / kv_total : 1;
-		std::printf("%7u %5u %-9s %10.1f %10.2f %9.1f %10.0f %11.0f %11.0f %8.0f%% %-9s %s\n", m.context, m.batch,
-			    m.backend, 1e3 * m.r.step_s / (double)m.r.layers, 1e3 * alone.step_s, 1e3 * m.engine_s, 1e3 * t.step_s,
-			    1e3 * csd::predict_step(on_cpu, step).step_s, 1e3 * csd::predict_step(slow, step).step_s,
+		std::printf("%7u %5u %-9s %10.1f %10.2f %9.1f %10.0f %11.0f %11.0f %10.2f %9.0f %8.0f%% %-9s %s\n", m.context,
+			    m.batch, m.backend, 1e3 * m.r.step_s / (double)m.r.layers, 1e3 * alone.step_s, 1e3 * m.engine_s,
+			    1e3 * t.step_s, 1e3 * csd::predict_step(on_cpu, step).step_s,
+			    1e3 * csd::predict_step(slow, step).step_s, 1e3 * m.gpu_s, 1e3 * csd::predict_step(p, gpu).step_s,
 			    100 * std::max(0.0, hidden), csd::resource_name(t.bottleneck), csd::critical_summary(t).c_str());
 	}
 	std::fflush(stdout);
@@ -434,13 +449,14 @@ void print_bounds_summary(const std::vector<Modelled> &runs)
 	std::printf("\nBounds-first device selection (csd/select_bounds_first.hpp, margin %.1f x top-k), PREDICTED step times "
 		    "(timing model, no SmartSSD) and MEASURED bus bytes and recall (emulation on this host):\n",
 		    g_margin);
-	std::printf("%7s %5s %10s %10s %10s %10s %12s %12s %12s %12s %9s %9s %8s %6s %10s %10s %17s\n", "context", "batch", "none ms",
-		    "exact ms", "bounds ms", "ideal ms", "KV none/bnd", "step none/bnd", "bus none MB", "bus bnd MB", "bus ratio",
+	std::printf("%7s %5s %10s %10s %10s %10s %12s %12s %10s %12s %12s %12s %9s %9s %8s %6s %10s %10s %17s\n", "context",
+		    "batch", "none ms", "exact ms", "bounds ms", "ideal ms", "KV none/bnd", "step none/bnd", "4090 bnd ms",
+		    "4090 none/bnd", "bus none MB", "bus bnd MB", "bus ratio",
 		    "dev MB bnd", "recall", "exact", "wr MB bnd", "fetch bnd", "in/out/clean bnd");
 	for (size_t i = 0; i < runs.size(); i++) {
 		if (std::strcmp(runs[i].backend, "ideal") || i + 3 >= runs.size() || std::strcmp(runs[i + 3].backend, "bounds"))
 			continue;
-		double step[4], alone[4];
+		double step[4], alone[4], gpu[4];
 		for (int j = 0; j < 4; j++) {
 			const Modelled &m = runs[i + j];
 			csd::SmartSsdTiming p;
@@ -451,19 +467,22 @@ void print_bounds_summary(const std::vector<Modelled> &runs)
 			csd::StepWork w{m.r.work, MODEL_LAYERS, true};
 			w.layer.compute_s = m.engine_s;
 			step[j] = csd::predict_step(p, w).step_s;
+			w.layer.compute_s = m.gpu_s;
+			gpu[j] = csd::predict_step(p, w).step_s;
 		}
 		const Result &none = runs[i + 1].r, &bnd = runs[i + 3].r;
 		const double l = none.layers;
-		std::printf("%7u %5u %10.0f %10.0f %10.0f %10.0f %11.2fx %11.2fx %12.1f %12.2f %8.1fx %9.1f %8.4f %6.2f %10.2f %10.2f "
-			    "%5.1f/%5.1f/%5.1f\n",
+		std::printf("%7u %5u %10.0f %10.0f %10.0f %10.0f %11.2fx %11.2fx %10.0f %11.2fx %12.1f %12.2f %8.1fx %9.1f %8.4f "
+			    "%6.2f %10.2f %10.2f %5.1f/%5.1f/%5.1f\n",
 			    runs[i].context, runs[i].batch, 1e3 * step[1], 1e3 * step[2], 1e3 * step[3], 1e3 * step[0],
-			    alone[1] / alone[3], step[1] / step[3], none.bus_bytes / 1e6 / l, bnd.bus_bytes / 1e6 / l,
+			    alone[1] / alone[3], step[1] / step[3], 1e3 * gpu[3], gpu[1] / gpu[3], none.bus_bytes / 1e6 / l, bnd.bus_bytes / 1e6 / l,
 			    none.bus_bytes / bnd.bus_bytes, bnd.device_bytes / 1e6 / l, bnd.recall, bnd.same,
 			    bnd.work.spill_bytes / 1e6, bnd.fetch_bytes / 1e6 / l, bnd.promoted_pages / l, bnd.spilled_pages / l,
 			    bnd.clean_spills / l);
 	}
 	std::printf("none/exact/bounds/ideal ms: the model's 32-layer decode step with this host's engine compute; KV none/bnd: "
-		    "one layer's selection alone, none over bounds-first; step none/bnd: the same for the whole step; bus: "
+		    "one layer's selection alone, none over bounds-first; step none/bnd: the same for the whole step; 4090: "
+		    "the bounds-first step and the step ratio with the engine on HillInfer's RTX 4090 instead; bus: "
 		    "measured bytes over the host bus per step and layer; dev MB bnd: bytes the emulated device read from "
 		    "its flash per step and layer with bounds-first; recall: its attention-mass recall against exact top-k "
 		    "(10%% budget; sequence 0, layer 0); exact: the fraction of those selections that were the exact top-k; "
@@ -995,7 +1014,7 @@ int main(int argc, char **argv)
 			const double engine_s = engine.seconds(b, c / 10);
 			for (const char *be : {"ideal", "none", "emulated", "bounds"}) {
 				const Result r = run(device, be, c, b, layers, steps, heavy, rows, heavy_rows, dir);
-				modelled.push_back({c, b, be, r, engine_s});
+				modelled.push_back({c, b, be, r, engine_s, gpu_engine_seconds(b, c / 10)});
 				std::printf("%7u %5u %-9s %12.1f %12.0f %14.1f %14.0f %12.1f %12.1f %12.1f %8.0f%% %7.3f\n", c, b, be,
 					    1e3 * r.step_s / layers, 1e3 * r.step_s / layers * MODEL_LAYERS, r.bus_bytes / 1e6 / layers,
 					    r.bus_bytes / 1e6 / layers * MODEL_LAYERS, r.device_bytes / 1e6 / layers,

@@ -272,6 +272,24 @@ static void predict_step__more_work_or_slower_rates__never_faster(void **)
 	}
 }
 
+// The GPU engine: the longer of its bytes at the memory bandwidth and its FLOPs at the FP16 rate. Round
+// rates (1 GB/s, 1 TFLOP/s): 1 MB of weights and 1 MB of KV take 2 ms; 1 GFLOP 1 ms (memory-bound),
+// 5 GFLOP 5 ms (compute-bound). The RTX 4090's peaks on one LLaMA-2-7B layer at batch 1 and a 10%
+// budget of 32K tokens (202375168 fp16 weights; 3276 selected rows of K and V, 8192 B each): 404750336
+// + 53673984 B at 1008 GB/s = 454.786 us, against 2 x (202375168 + 3276 x 8192) FLOPs at 82.6 T/s = 5.5
+// us: memory-bound.
+static void gpu_layer_compute__longer_of_bytes_and_flops(void **)
+{
+	const GpuEngine round{1e9, 1e12};
+	assert_near(gpu_layer_compute_s(round, 1e6, 1e6, 1e9), 2 * MS, 1e-15);
+	assert_near(gpu_layer_compute_s(round, 1e6, 1e6, 5e9), 5 * MS, 1e-15);
+	assert_near(gpu_layer_compute_s(round, 0, 0, 0), 0, 0);
+	const double weights = 202375168, rows = 3276;
+	const double bytes = 2 * weights + rows * 2 * 8192, flops = 2 * (weights + rows * 8192);
+	assert_near(gpu_layer_compute_s(GpuEngine{}, bytes, 0, flops), 458424320 / 1008e9, 1e-15);
+	assert_near(gpu_layer_compute_s(GpuEngine{}, 2 * weights, rows * 2 * 8192, flops), 454.786 * US, 0.001 * US);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -284,6 +302,7 @@ int main(void)
 		cmocka_unit_test(predict_step__engine_on_host_cpu__no_overlap_with_host_scoring),
 		cmocka_unit_test(predict_step__no_work__no_time),
 		cmocka_unit_test(predict_step__more_work_or_slower_rates__never_faster),
+		cmocka_unit_test(gpu_layer_compute__longer_of_bytes_and_flops),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
