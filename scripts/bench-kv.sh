@@ -15,6 +15,8 @@
 # importance is spread over every page and the row fetch matters; empty: skipped),
 # KV_DECODE_GENERATION (32: a third run at 32K tokens, batch 1, over that many decode steps after the
 # warm-up, the mean step of a generation that issue 22's targets are judged on; 0: skipped).
+# KV_BUDGETS_CONTEXT (4096: the prompt of bench_kv_budgets, which compares selection and eviction at
+# 5-50% budgets in memory against exact attention; 0: skipped).
 set -euo pipefail
 tests=${1:?usage: bench-kv.sh TESTS_DIR RESULTS_DIR}
 out=${2:?usage: bench-kv.sh TESTS_DIR RESULTS_DIR}
@@ -74,4 +76,9 @@ if [ "$generation" != 0 ]; then
 	echo
 	echo "=== KV decode over a generation: 32K tokens, batch 1, $generation decode steps after 1 warm-up (the mean step; issue 22's targets) ==="
 	"$tests/bench_kv_decode" "$dev" 32768 1 "$layers" "$generation" "${KV_DECODE_HEAVY:-16}" | tee "$out/kv-decode-generation.txt"
+fi
+if [ "${KV_BUDGETS_CONTEXT:-4096}" != 0 ]; then
+	echo
+	echo "=== KV budgets: exact top-k, Quest, H2O, AERP (with precision planes, with the compressed memory) at 5-50% of the context, in memory, against exact attention ==="
+	"$tests/bench_kv_budgets" "${KV_BUDGETS_CONTEXT:-4096}" | tee "$out/kv-budgets.txt"
 fi
