@@ -822,9 +822,9 @@ void run_planes(const std::string &device, uint32_t context, uint32_t kv_heads)
 {
 	const uint32_t QH = 32, dims = kv_heads * HEAD_DIM, g = QH / kv_heads, steps = 8, budget = context / 10;
 	const uint64_t row = 2ull * dims;
-	// Keys: random fp16 in (-1, 1); one page in 16, and one token in 50 elsewhere, lean toward the
-	// query's direction (heavy hitters, spread so the top-k falls on scattered rows too). Values: random
-	// fp16 in (-1, 1).
+	// Keys: random fp16 of magnitude in [0.125, 0.25), random sign; one page in 16, and one token in 50
+	// elsewhere, lean toward the query's direction (heavy hitters, spread so the top-k falls on scattered
+	// rows too). Values: random like the keys.
 	std::vector<uint16_t> ks((size_t)(context + steps) * dims), vs(ks.size());
 	std::vector<float> dir(dims);
 	for (size_t i = 0; i < dims; i++)
@@ -1007,7 +1007,7 @@ int main(int argc, char **argv)
 				dir[i] = ((i * 2654435761u) >> 7) & 1 ? 1.0f : -1.0f;
 			for (size_t i = 0; i < rows.size(); i++) {
 				x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-				rows[i] = (uint16_t)((x & 0x83ff) | 0x3000); // fp16 in (-1, 1)
+				rows[i] = (uint16_t)((x & 0x83ff) | 0x3000); // fp16, |k| in [0.125, 0.25), random sign
 				// A key leaning toward dir: |k| in [0.5, 1) with the sign of dir (fp16 sign is bit 15).
 				heavy_rows[i] = (uint16_t)((x & 0x03ff) | 0x3800 | (dir[i % dir.size()] < 0 ? 0x8000 : 0));
 			}
