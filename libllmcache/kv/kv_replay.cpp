@@ -2,6 +2,8 @@
 #include "kv/kv_replay.hpp"
 
 #include "csd/backend.hpp"
+#include "kv/kv_store.hpp"
+#include "kv/policy_memory.hpp"
 #include "kv/policy_pool_update.hpp"
 #include "kv/policy_select.hpp"
 #include "kv/policy_spill.hpp"
@@ -30,7 +32,148 @@ KvReplayParams kv_replay_params(const KvTraceHeader &h, const KvReplayOverrides 
 	p.row_bytes = g.row_bytes();
 	p.k_payload = g.k_payload(p.policy.page_tokens);
 	p.policy.page_bytes = p.k_payload + p.policy.page_tokens * p.row_bytes;
+	if (h.aerp_budget) {
+		p.aerp.budget = h.aerp_budget;
+		p.aerp.sink_tokens = h.sink_tokens;
+		p.aerp.recent_tokens = h.recent_tokens;
+		p.aerp.q_heads = h.q_heads;
+		p.aerp.kv_heads = h.kv_heads;
+		p.aerp.head_dim = h.head_dim;
+		p.aerp.d_model = h.d_model;
+		p.memory = h.memory;
+		p.route_threshold = h.route_threshold;
+		p.x_bytes = (uint64_t)h.d_model * csd_dtype_bytes(h.dtype);
+	}
 	return p;
+}
+
+KvAerpModel::KvAerpModel(const KvTraceHeader &h, const KvReplayParams &p) : p_(p) { layers_.resize(h.layers); }
+
+// aerp_append in kv_store_aerp.cpp, step by step, without the rows.
+void KvAerpModel::append(uint32_t layer, bool x, std::vector<KvTraceEvent> &decisions)
+{
+	const policy::AerpParams &prm = p_.aerp;
+	const uint32_t H = prm.kv_heads;
+	Layer &L = layers_[layer];
+	L.pos.push_back(L.tokens);
+	L.score.insert(L.score.end(), H, 0.0f);
+	L.kept.insert(L.kept.end(), H, 1);
+	L.form.push_back(Form::Recent);
+	L.has_x.push_back(x);
+	const uint32_t n_total = ++L.tokens;
+	fig_.appends++;
+	fig_.appends_x += x;
+	for (size_t i = L.pos.size(); i-- > 0;) {
+		if (L.pos[i] + prm.recent_tokens >= n_total)
+			continue;
+		if (L.form[i] != Form::Recent)
+			break;
+		const uint32_t kept = policy::popularity(prm, L.pos, n_total, i, L.kept, L.score);
+		KvTraceEvent f;
+		f.kind = KvTraceEvent::Format;
+		f.layer = layer;
+		f.pos = L.pos[i];
+		f.x = L.has_x[i] && policy::aerp_store_input(prm, kept);
+		L.form[i] = f.x ? Form::X : Form::Kv;
+		(f.x ? fig_.aerp_decided_x : fig_.aerp_decided_kv)++;
+		decisions.push_back(std::move(f));
+	}
+	if (L.pos.size() <= prm.budget)
+		return;
+	const std::vector<policy::Eviction> ev = policy::evict(prm, L.pos, n_total, L.kept, L.score);
+	fig_.aerp_evicted_heads += ev.size();
+	if (!ev.empty()) {
+		if (p_.memory) { // every pair folded; a token stored as x recomputed once for it
+			L.memory = true;
+			fig_.memory_folded += ev.size();
+			std::vector<uint32_t> x_tokens;
+			for (const policy::Eviction &e : ev)
+				if (L.form[e.token] == Form::X)
+					x_tokens.push_back(e.token);
+			std::sort(x_tokens.begin(), x_tokens.end());
+			fig_.aerp_recomputed += std::unique(x_tokens.begin(), x_tokens.end()) - x_tokens.begin();
+		}
+		KvTraceEvent e;
+		e.kind = KvTraceEvent::Evicted;
+		e.layer = layer;
+		for (const policy::Eviction &v : ev)
+			e.pairs.push_back({L.pos[v.token], v.head});
+		decisions.push_back(std::move(e));
+	}
+	size_t w = 0; // tokens that no head keeps are gone
+	for (size_t i = 0; i < L.pos.size(); i++) {
+		const uint8_t *kb = &L.kept[i * H];
+		if (std::none_of(kb, kb + H, [](uint8_t b) { return b != 0; })) {
+			fig_.aerp_evicted_tokens++;
+			continue;
+		}
+		if (w != i) {
+			L.pos[w] = L.pos[i];
+			std::copy(kb, kb + H, &L.kept[w * H]);
+			std::copy(&L.score[i * H], &L.score[i * H] + H, &L.score[w * H]);
+			L.form[w] = L.form[i];
+			L.has_x[w] = L.has_x[i];
+		}
+		w++;
+	}
+	L.pos.resize(w);
+	L.kept.resize(w * H);
+	L.score.resize(w * H);
+	L.form.resize(w);
+	L.has_x.resize(w);
+}
+
+int KvAerpModel::select(const KvTraceEvent &l, std::vector<KvTraceEvent> &decisions, std::string &err)
+{
+	Layer &L = layers_[l.layer];
+	const uint32_t n = (uint32_t)L.pos.size();
+	if (l.n != n) {
+		err = "the 'l' line gives the logits of " + std::to_string(l.n) + " retained tokens, and layer " +
+		      std::to_string(l.layer) + " retains " + std::to_string(n) +
+		      " in the replay (a trace of other parameters, or altered)";
+		return -EINVAL;
+	}
+	policy::accumulate_importance(p_.aerp, n, l.scores, L.kept, L.score);
+	KvTraceEvent s;
+	s.kind = KvTraceEvent::Selected;
+	s.layer = l.layer;
+	for (uint32_t i :
+	     KvStore::aerp_selection(p_.aerp, L.pos, L.score, L.tokens, p_.select_budget ? p_.select_budget : l.budget))
+		s.items.push_back(L.pos[i]);
+	fig_.selects++;
+	fig_.selected += s.items.size();
+	fig_.aerp_recomputed += std::count(L.form.begin(), L.form.end(), Form::X); // the rows of every retained token
+	if (p_.memory)
+		(policy::memory_routed(L.tokens, p_.route_threshold) ? fig_.memory_reads : fig_.memory_short)++;
+	decisions.push_back(std::move(s));
+	return 0;
+}
+
+KvReplayFigures KvAerpModel::figures() const
+{
+	KvReplayFigures f = fig_;
+	const uint32_t H = p_.aerp.kv_heads;
+	const uint64_t head_bytes = p_.row_bytes / H;
+	for (const Layer &L : layers_) {
+		f.memory_bytes += L.memory ? H * policy::CompressedMemory::bytes_per_head(p_.aerp.head_dim) : 0;
+		for (size_t i = 0; i < L.pos.size(); i++) {
+			f.aerp_tokens++;
+			switch (L.form[i]) {
+			case Form::Recent:
+				f.aerp_bytes += 2 * p_.row_bytes + (L.has_x[i] ? p_.x_bytes : 0);
+				break;
+			case Form::Kv:
+				f.aerp_bytes += 2 * head_bytes * std::count(&L.kept[i * H], &L.kept[i * H] + H, 1);
+				break;
+			case Form::X:
+				f.aerp_x_tokens++;
+				f.aerp_bytes += p_.x_bytes;
+				break;
+			}
+		}
+	}
+	f.cpu_tokens = f.aerp_tokens;
+	return f;
 }
 
 KvPolicyModel::KvPolicyModel(const KvTraceHeader &h, const KvReplayParams &p) : p_(p)
@@ -190,7 +333,15 @@ int replay_kv_trace(std::istream &in, const KvReplayOverrides &o, bool keep_deci
 	if (int r = rd.open(result.header, err))
 		return r;
 	result.params = kv_replay_params(result.header, o);
+	const bool aerp = result.header.aerp_budget > 0;
+	if (aerp && (o.cpu_budget || o.beta >= 0 || o.sink_tokens >= 0 || o.recent_tokens >= 0 || o.page_tokens ||
+		     o.device >= 0 || o.write_through >= 0)) {
+		err = "an AERP session's trace replays with its recorded parameters (its logits are those of the tokens "
+		      "the recorded run retained): only the select budget may vary";
+		return -EINVAL;
+	}
 	KvPolicyModel model(result.header, result.params);
+	KvAerpModel amodel(result.header, result.params);
 	std::vector<KvTraceEvent> mine;
 	struct Recorded {
 		std::string line;
@@ -201,6 +352,7 @@ int replay_kv_trace(std::istream &in, const KvReplayOverrides &o, bool keep_deci
 	uint64_t compared = 0;
 	KvTraceEvent e;
 	int r;
+	bool stopped = false; // an AERP replay that diverged until its logits no longer fit
 	auto compare = [&] {
 		for (; !theirs.empty() && !pending.empty(); theirs.pop_front(), pending.pop_front(), compared++)
 			if (result.divergence.empty() && theirs.front().line != pending.front())
@@ -208,16 +360,44 @@ int replay_kv_trace(std::istream &in, const KvReplayOverrides &o, bool keep_deci
 						    std::to_string(theirs.front().at) + "): recorded '" + shorten(theirs.front().line) +
 						    "', replayed '" + shorten(pending.front()) + "'";
 	};
+	auto tail = [&] { // with check: the decisions one side made and the other did not
+		if (check && result.divergence.empty() && (!theirs.empty() || !pending.empty()))
+			result.divergence = !theirs.empty() ? "the trace records " + std::to_string(theirs.size()) +
+								      " more decisions than the replay made, from trace line " +
+								      std::to_string(theirs.front().at)
+							    : "the replay made " + std::to_string(pending.size()) +
+								      " more decisions than the trace records, the first '" +
+								      shorten(pending.front()) + "'";
+	};
 	while ((r = rd.next(e, err)) > 0) {
 		const size_t before = mine.size();
 		switch (e.kind) {
 		case KvTraceEvent::Append:
+		case KvTraceEvent::AppendX:
 			for (uint32_t i = 0; i < e.count; i++)
-				model.append(e.layer, mine);
+				if (aerp)
+					amodel.append(e.layer, e.kind == KvTraceEvent::AppendX, mine);
+				else
+					model.append(e.layer, mine);
 			break;
 		case KvTraceEvent::Select:
 			model.select(e, mine);
 			break;
+		case KvTraceEvent::Logits: {
+			std::string why;
+			if (amodel.select(e, mine, why) < 0) {
+				// A replay that diverged may retain other tokens than the recorded run: its first
+				// difference is the answer, not the logits that no longer fit.
+				tail();
+				if (check && !result.divergence.empty()) {
+					stopped = true;
+					break;
+				}
+				err = "line " + std::to_string(rd.line()) + ": " + why;
+				return -EINVAL;
+			}
+			break;
+		}
 		case KvTraceEvent::WriteFailed:
 			result.figures.recorded_write_failures += e.pages.size();
 			break;
@@ -230,21 +410,17 @@ int replay_kv_trace(std::istream &in, const KvReplayOverrides &o, bool keep_deci
 		if (check)
 			for (size_t i = before; i < mine.size(); i++)
 				pending.push_back(format_kv_trace_event(mine[i]));
+		if (stopped)
+			break;
 		if (!keep_decisions)
 			mine.clear();
 		compare();
 	}
 	if (r < 0)
 		return r;
-	if (check && result.divergence.empty() && (!theirs.empty() || !pending.empty()))
-		result.divergence = !theirs.empty() ? "the trace records " + std::to_string(theirs.size()) +
-							      " more decisions than the replay made, from trace line " +
-							      std::to_string(theirs.front().at)
-						    : "the replay made " + std::to_string(pending.size()) +
-							      " more decisions than the trace records, the first '" +
-							      shorten(pending.front()) + "'";
+	tail();
 	const uint64_t failures = result.figures.recorded_write_failures;
-	result.figures = model.figures();
+	result.figures = aerp ? amodel.figures() : model.figures();
 	result.figures.recorded_write_failures = failures;
 	if (keep_decisions)
 		result.decisions = std::move(mine);
@@ -258,6 +434,32 @@ nlohmann::ordered_json kv_replay_figures(const KvReplayResult &r)
 {
 	const KvReplayFigures &f = r.figures;
 	const KvReplayParams &p = r.params;
+	if (p.aerp.budget) // AERP's figures; bytes per token are fractions (0 with no token)
+		return {{"aerp_budget", p.aerp.budget},
+			{"sink_tokens", p.aerp.sink_tokens},
+			{"recent_tokens", p.aerp.recent_tokens},
+			{"d_model", p.aerp.d_model},
+			{"memory", p.memory ? 1 : 0},
+			{"route_threshold", p.route_threshold},
+			{"select_budget", p.select_budget ? nlohmann::ordered_json(p.select_budget) : nullptr},
+			{"appends", f.appends},
+			{"appends_with_x", f.appends_x},
+			{"selects", f.selects},
+			{"selected_tokens", f.selected},
+			{"evicted_pairs", f.aerp_evicted_heads},
+			{"evicted_tokens", f.aerp_evicted_tokens},
+			{"decided_x", f.aerp_decided_x},
+			{"decided_kv", f.aerp_decided_kv},
+			{"retained_tokens", f.aerp_tokens},
+			{"x_tokens", f.aerp_x_tokens},
+			{"bytes_stored", f.aerp_bytes},
+			{"bytes_per_retained_token", f.aerp_tokens ? (double)f.aerp_bytes / f.aerp_tokens : 0.0},
+			{"bytes_per_appended_token", f.appends ? (double)f.aerp_bytes / f.appends : 0.0},
+			{"recomputed", f.aerp_recomputed},
+			{"memory_folded", f.memory_folded},
+			{"memory_bytes", f.memory_bytes},
+			{"memory_reads", f.memory_reads},
+			{"memory_short", f.memory_short}};
 	return {{"cpu_budget", p.policy.cpu_budget},
 		{"beta", p.beta},
 		{"page_tokens", p.policy.page_tokens},

@@ -13,10 +13,17 @@
  * no split; a write-through that failed when recording (KvStats::write_through_failures) is counted
  * as written; the scores are those recorded, so tokens that were always kept when recording (and so not
  * scored) have no score and are not candidates if smaller sink or recent windows are replayed.
+ *
+ * An AERP session's trace (aerp_budget on its policy line) replays through KvAerpModel instead: Kelle's
+ * accumulation, eviction and format decision (policy_aerp.hpp) over the recorded logits, and the
+ * store's selection (KvStore::aerp_selection), with the recorded parameters (only the select budget may
+ * vary: the logits exist for the tokens the recorded run retained). The compressed memory's folds are
+ * the evicted pairs; its state (M, z) is not replayed, only counted.
  */
 #pragma once
 #include "kv/kv_trace.hpp"
 #include "kv/policy.hpp"
+#include "kv/policy_aerp.hpp"
 
 #include <istream>
 #include <string>
@@ -48,6 +55,14 @@ struct KvReplayFigures {
 	// Write-through (KvOptions::write_through): pages written when they filled, and their bytes (also
 	// in bytes_written). Their first spill is clean.
 	uint64_t written_through = 0, bytes_written_through = 0;
+	// AERP sessions (KvStats' aerp_* and memory_* counts): appends that came with x; (token, KV head)
+	// pairs evicted and tokens no head kept; at the end, tokens retained, of them stored as x, and the
+	// bytes they hold (K and V rows of the heads that keep them, x, or both while recent); forms decided
+	// (x or K and V); tokens recomputed by selects and folds; with the memory, pairs folded, the bytes of
+	// M and z held, and selects that read it or were routed past it (short).
+	uint64_t appends_x = 0, aerp_evicted_heads = 0, aerp_evicted_tokens = 0, aerp_tokens = 0, aerp_x_tokens = 0,
+		 aerp_bytes = 0, aerp_decided_x = 0, aerp_decided_kv = 0, aerp_recomputed = 0;
+	uint64_t memory_folded = 0, memory_bytes = 0, memory_reads = 0, memory_short = 0;
 };
 
 struct KvReplayParams {
@@ -56,6 +71,11 @@ struct KvReplayParams {
 	bool write_through = false;
 	uint32_t select_budget = 0;
 	uint64_t k_payload = 0, row_bytes = 0; // a page's K slab payload, one token's K (or V) row
+	// AERP sessions: budget > 0; memory and its routing threshold.
+	policy::AerpParams aerp;
+	bool memory = false;
+	uint32_t route_threshold = 0;
+	uint64_t x_bytes = 0; // one token's input vector
 };
 
 // The parameters of a trace, with the overrides applied.
@@ -82,6 +102,35 @@ private:
 	std::vector<csd_score> scores_;
 };
 
+// KvStore's AERP session (kv_store_aerp.cpp) without the rows: per layer the retained positions, their
+// keep masks, accumulated importance and forms.
+class KvAerpModel {
+public:
+	KvAerpModel(const KvTraceHeader &h, const KvReplayParams &p);
+	// One token appended to a layer (x: with its input vector); its form and eviction decisions go to
+	// decisions.
+	void append(uint32_t layer, bool x, std::vector<KvTraceEvent> &decisions);
+	// A select over the recorded logits; its selection goes to decisions. 0, or -EINVAL with err when
+	// the logits are not of the tokens the layer retains.
+	int select(const KvTraceEvent &l, std::vector<KvTraceEvent> &decisions, std::string &err);
+	KvReplayFigures figures() const;
+
+private:
+	enum class Form : uint8_t { Recent, Kv, X };
+	struct Layer {
+		std::vector<uint32_t> pos;
+		std::vector<float> score;
+		std::vector<uint8_t> kept;
+		std::vector<Form> form;
+		std::vector<uint8_t> has_x;
+		uint32_t tokens = 0;
+		bool memory = false; // the compressed memory is allocated (an eviction happened)
+	};
+	KvReplayParams p_;
+	std::vector<Layer> layers_;
+	KvReplayFigures fig_;
+};
+
 struct KvReplayResult {
 	KvTraceHeader header;
 	KvReplayParams params;
@@ -98,6 +147,7 @@ int replay_kv_trace(std::istream &in, const KvReplayOverrides &o, bool keep_deci
 		    std::string &err);
 
 // The figures as text (one "name value" line each) and as a JSON object: same bytes for the same input.
+// An AERP trace's figures are AERP's (kv.md, "KV traces and llmkvreplay").
 std::string format_kv_replay(const KvReplayResult &r);
 std::string format_kv_replay_json(const KvReplayResult &r);
 

@@ -63,8 +63,8 @@ int KvStore::check_shape(const KvShape &shape, std::string &err)
 	return 0;
 }
 
-// The AERP options against the shape: the budget holds sink and recent, the session has no device and
-// no trace, and W_K and W_V (both or neither) have layers x d_model x (kv_heads * head_dim) elements.
+// The AERP options against the shape: the budget holds sink and recent, the session has no device,
+// and W_K and W_V (both or neither) have layers x d_model x (kv_heads * head_dim) elements.
 static int check_aerp_options(const KvShape &shape, const KvOptions &opt, std::string &err)
 {
 	const KvOptions::Aerp &a = opt.aerp;
@@ -85,9 +85,8 @@ static int check_aerp_options(const KvShape &shape, const KvOptions &opt, std::s
 	prm.d_model = a.d_model;
 	if (int r = policy::check_aerp(prm, err))
 		return r;
-	if (!opt.device.empty() || !opt.trace.empty()) {
-		err = "invalid AERP options: an AERP session keeps its KV in memory and is not traced; open it "
-		      "without a KV device and without a trace";
+	if (!opt.device.empty()) {
+		err = "invalid AERP options: an AERP session keeps its KV in memory; open it without a KV device";
 		return -EINVAL;
 	}
 	if (a.d_model > KvStore::MAX_D_MODEL) {
@@ -169,7 +168,8 @@ int KvStore::open(const KvShape &shape, const KvOptions &opt, std::unique_ptr<Kv
 		KvTraceHeader h{shape.layers, shape.q_heads, shape.kv_heads, shape.head_dim, shape.dtype, shape.max_context,
 				opt.page_tokens, opt.sink_tokens, opt.recent_tokens, opt.cpu_budget, opt.beta,
 				(bool)s->pool_, opt.estimator == csd::Estimator::QuestBounds ? "quest" : "exact",
-				opt.write_through && s->pool_};
+				opt.write_through && s->pool_, opt.aerp.budget, opt.aerp.budget ? opt.aerp.d_model : 0,
+				opt.memory.on, opt.memory.on ? opt.memory.route_threshold : 0};
 		if (int r = KvTraceWriter::open(opt.trace, h, s->trace_, err))
 			return r;
 	}

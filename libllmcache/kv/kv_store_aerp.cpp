@@ -15,8 +15,13 @@
  *    rows the token holds for it (recomputed from x for a token stored so); a select also returns the
  *    memory's readout for its query, per query head, when the layer's context is past the routing
  *    threshold.
+ *  - with a trace (KvOptions::trace, kv_trace.hpp): each append ('a', or 'i' with x), each token's
+ *    form ('f') and each eviction's pairs ('e') as decided, and each select's logits ('l') and the
+ *    positions it returned ('s'), which the KV replay (kv_replay.hpp, KvAerpModel) reproduces.
  */
 #include "kv/kv_store.hpp"
+
+#include "kv/kv_trace.hpp"
 
 #include "kv/policy_select.hpp"
 
@@ -76,8 +81,11 @@ int KvStore::aerp_append(uint32_t layer, const void *k, const void *v, const voi
 	L.pos.push_back(tokens_[layer]);
 	L.score.insert(L.score.end(), H, 0.0f);
 	L.kept.insert(L.kept.end(), H, 1);
+	const bool with_x = !t.x.empty();
 	L.tok.push_back(std::move(t));
 	const uint32_t n_total = ++tokens_[layer];
+	if (trace_)
+		trace_->append(layer, with_x);
 	// The form of a token is decided once, when it leaves the recent window; tokens are decided in
 	// position order, so the walk back stops at the first decided one.
 	for (size_t i = L.tok.size(); i-- > 0;) {
@@ -95,12 +103,20 @@ int KvStore::aerp_append(uint32_t layer, const void *k, const void *v, const voi
 			tk.form = Form::Kv; // every head keeps a token that was recent: its rows are all there
 			release(tk.x);
 		}
+		if (trace_)
+			trace_->format(layer, L.pos[i], tk.form == Form::X);
 	}
 	if (L.pos.size() <= prm.budget)
 		return 0;
 	const std::vector<uint8_t> before = L.kept;
 	const std::vector<policy::Eviction> ev = policy::evict(prm, L.pos, n_total, L.kept, L.score);
 	stats_.aerp_evicted_heads += ev.size();
+	if (trace_ && !ev.empty()) {
+		std::vector<KvTracePair> pairs;
+		for (const policy::Eviction &e : ev)
+			pairs.push_back({L.pos[e.token], e.head});
+		trace_->evicted(layer, std::move(pairs));
+	}
 	if (!memory_.empty())
 		memory_fold_evicted(layer, ev, before);
 	std::vector<uint32_t> touched;
@@ -215,6 +231,34 @@ void KvStore::aerp_rows(uint32_t layer, size_t i, uint8_t *k, uint8_t *v)
 		}
 }
 
+std::vector<uint32_t> KvStore::aerp_selection(const policy::AerpParams &prm, std::span<const uint32_t> positions,
+					      std::span<const float> scores, uint32_t n_total, uint32_t budget)
+{
+	const uint32_t H = prm.kv_heads, n = (uint32_t)positions.size();
+	std::vector<uint32_t> idx;
+	if (n <= budget) {
+		idx.resize(n);
+		for (uint32_t i = 0; i < n; i++)
+			idx[i] = i;
+		return idx;
+	}
+	// The select's own budget is smaller than what AERP keeps: the best of it, by summed importance.
+	uint32_t sink = 0, recent = 0;
+	for (uint32_t p : positions) {
+		sink += p < prm.sink_tokens;
+		recent += p >= prm.sink_tokens && policy::aerp_always_kept(prm, p, n_total);
+	}
+	const policy::SelectPlan plan = policy::plan_select(n, sink, recent, budget);
+	std::vector<csd_score> sc;
+	for (uint32_t i = plan.sink; i < plan.recent_from; i++) {
+		float s = 0;
+		for (uint32_t h = 0; h < H; h++)
+			s += scores[(size_t)i * H + h];
+		sc.push_back({i, s});
+	}
+	return policy::select_tokens(plan, sc);
+}
+
 int KvStore::aerp_select(KvSelection &out)
 {
 	const Pending &pd = pending_;
@@ -244,28 +288,10 @@ int KvStore::aerp_select(KvSelection &out)
 				logits[i * QH + qh] = dot * scale;
 			}
 		}
+	if (trace_)
+		trace_->logits(layer, pd.budget, (uint32_t)n, logits);
 	policy::accumulate_importance(prm, (uint32_t)n, logits, L.kept, L.score);
-	std::vector<uint32_t> idx;
-	if (n <= pd.budget) {
-		idx.resize(n);
-		for (size_t i = 0; i < n; i++)
-			idx[i] = (uint32_t)i;
-	} else { // the select's own budget is smaller than what AERP keeps: the best of it, by summed importance
-		uint32_t sink = 0, recent = 0;
-		for (uint32_t p : L.pos) {
-			sink += p < prm.sink_tokens;
-			recent += p >= prm.sink_tokens && policy::aerp_always_kept(prm, p, n_total);
-		}
-		const policy::SelectPlan plan = policy::plan_select((uint32_t)n, sink, recent, pd.budget);
-		std::vector<csd_score> sc;
-		for (uint32_t i = plan.sink; i < plan.recent_from; i++) {
-			float s = 0;
-			for (uint32_t h = 0; h < H; h++)
-				s += L.score[(size_t)i * H + h];
-			sc.push_back({i, s});
-		}
-		idx = policy::select_tokens(plan, sc);
-	}
+	const std::vector<uint32_t> idx = aerp_selection(prm, L.pos, L.score, n_total, pd.budget);
 	out.positions.resize(idx.size());
 	out.k.resize(idx.size() * row);
 	out.v.resize(idx.size() * row);
@@ -277,6 +303,8 @@ int KvStore::aerp_select(KvSelection &out)
 		std::memcpy(&out.v[j * row], &V[i * row], row);
 		std::memcpy(&out.heads[j * H], &L.kept[(size_t)i * H], H);
 	}
+	if (trace_)
+		trace_->selected(layer, out.positions);
 	if (!memory_.empty()) { // EdgeInfinite's decompression (Eq. 7), with the long/short routing
 		const bool routed = policy::memory_routed(n_total, opt_.memory.route_threshold);
 		out.memory.resize((size_t)QH * D);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "kv/kv_trace.hpp"
 
+#include "kv/policy_aerp.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -72,11 +74,17 @@ std::string format_kv_trace_header(const KvTraceHeader &h)
 		      "llmcache-kv-trace %u\n"
 		      "shape layers=%u q_heads=%u kv_heads=%u head_dim=%u dtype=%u max_context=%u\n"
 		      "policy page_tokens=%u sink_tokens=%u recent_tokens=%u cpu_budget=%llu beta=%.17g device=%d "
-		      "estimator=%s%s\n",
+		      "estimator=%s%s",
 		      KV_TRACE_VERSION, h.layers, h.q_heads, h.kv_heads, h.head_dim, h.dtype, h.max_context, h.page_tokens,
 		      h.sink_tokens, h.recent_tokens, (unsigned long long)h.cpu_budget, h.beta, h.device ? 1 : 0,
 		      h.estimator.c_str(), h.write_through ? " write_through=1" : "");
-	return b;
+	std::string s = b;
+	if (h.aerp_budget) {
+		s += " aerp_budget=" + std::to_string(h.aerp_budget) + " d_model=" + std::to_string(h.d_model);
+		if (h.memory)
+			s += " memory=1 route_threshold=" + std::to_string(h.route_threshold);
+	}
+	return s + '\n';
 }
 
 std::string format_kv_trace_event(const KvTraceEvent &e)
@@ -85,7 +93,22 @@ std::string format_kv_trace_event(const KvTraceEvent &e)
 	auto num = [&](uint64_t v) { s += ' ' + std::to_string(v); };
 	switch (e.kind) {
 	case KvTraceEvent::Append:
+	case KvTraceEvent::AppendX:
 		num(e.layer), num(e.count);
+		break;
+	case KvTraceEvent::Logits:
+		num(e.layer), num(e.budget), num(e.n);
+		for (float x : e.scores)
+			s += ' ' + fmt_float(x);
+		break;
+	case KvTraceEvent::Format:
+		num(e.layer), num(e.pos);
+		s += e.x ? " x" : " kv";
+		break;
+	case KvTraceEvent::Evicted:
+		num(e.layer);
+		for (const KvTracePair &p : e.pairs)
+			s += ' ' + std::to_string(p.pos) + ':' + std::to_string(p.head);
 		break;
 	case KvTraceEvent::Select:
 		num(e.layer), num(e.budget), num(e.n), num(e.first), num(e.scores.size());
@@ -150,19 +173,53 @@ void KvTraceWriter::flush_appends()
 	if (!append_count_)
 		return;
 	KvTraceEvent e;
-	e.kind = KvTraceEvent::Append;
+	e.kind = append_x_ ? KvTraceEvent::AppendX : KvTraceEvent::Append;
 	e.layer = append_layer_;
 	e.count = append_count_;
 	append_count_ = 0;
 	put(e);
 }
 
-void KvTraceWriter::append(uint32_t layer)
+void KvTraceWriter::append(uint32_t layer, bool x)
 {
-	if (append_count_ && append_layer_ != layer)
+	if (append_count_ && (append_layer_ != layer || append_x_ != x))
 		flush_appends();
 	append_layer_ = layer;
+	append_x_ = x;
 	append_count_++;
+}
+
+void KvTraceWriter::logits(uint32_t layer, uint32_t budget, uint32_t n, std::span<const float> logits)
+{
+	flush_appends();
+	KvTraceEvent e;
+	e.kind = KvTraceEvent::Logits;
+	e.layer = layer;
+	e.budget = budget;
+	e.n = n;
+	e.scores.assign(logits.begin(), logits.end());
+	put(e);
+}
+
+void KvTraceWriter::format(uint32_t layer, uint32_t pos, bool x)
+{
+	flush_appends();
+	KvTraceEvent e;
+	e.kind = KvTraceEvent::Format;
+	e.layer = layer;
+	e.pos = pos;
+	e.x = x;
+	put(e);
+}
+
+void KvTraceWriter::evicted(uint32_t layer, std::vector<KvTracePair> pairs)
+{
+	flush_appends();
+	KvTraceEvent e;
+	e.kind = KvTraceEvent::Evicted;
+	e.layer = layer;
+	e.pairs = std::move(pairs);
+	put(e);
 }
 
 void KvTraceWriter::select(uint32_t layer, uint32_t budget, uint32_t n, std::vector<csd_score> scores)
@@ -255,27 +312,40 @@ int KvTraceReader::open(KvTraceHeader &h, std::string &err)
 	if (version != KV_TRACE_VERSION)
 		return bad("version " + std::to_string(version) + " is not supported (this reader reads version " +
 			   std::to_string(KV_TRACE_VERSION) + ")");
-	// key=value fields, all of them, in this order; the last `optional` of them may be left out.
+	// key=value fields: every one of keys, in this order, then those of `optional` that are there, in
+	// their order, each at most once (vals gets "" for those left out).
 	auto fields = [&](const char *tag, std::initializer_list<const char *> keys, std::vector<std::string> &vals,
-			  size_t optional = 0) {
+			  std::initializer_list<const char *> optional = {}) {
 		int r = getline(s, err);
 		if (r <= 0)
 			return r < 0 ? r : bad(std::string("the header ends before its '") + tag + "' line");
 		const auto f = split(s);
 		if (f[0] != tag)
 			return bad(std::string("expected the '") + tag + "' line of the header");
-		if (f.size() > keys.size() + 1 || f.size() + optional < keys.size() + 1)
+		if (f.size() > keys.size() + optional.size() + 1 || f.size() < keys.size() + 1)
 			return bad(std::string("the '") + tag + "' line has " + std::to_string(f.size() - 1) + " fields, not " +
-				   (optional ? std::to_string(keys.size() - optional) + "-" : std::string()) +
-				   std::to_string(keys.size()));
+				   (optional.size() ? std::to_string(keys.size()) + "-" : std::string()) +
+				   std::to_string(keys.size() + optional.size()));
 		size_t i = 1;
 		for (const char *k : keys) {
-			if (i == f.size())
-				break;
 			const std::string want = std::string(k) + "=";
 			if (f[i].compare(0, want.size(), want) != 0)
 				return bad("field " + std::to_string(i) + " of '" + tag + "' is '" + f[i] + "', expected " + want + "...");
 			vals.push_back(f[i++].substr(want.size()));
+		}
+		for (const char *k : optional) {
+			const std::string want = std::string(k) + "=";
+			const bool here = i < f.size() && f[i].compare(0, want.size(), want) == 0;
+			vals.push_back(here ? f[i++].substr(want.size()) : std::string());
+			if (here && vals.back().empty())
+				return bad("the '" + std::string(tag) + "' field " + k + " has no value");
+		}
+		if (i < f.size()) {
+			std::string names;
+			for (const char *k : optional)
+				names += std::string(names.empty() ? "" : ", ") + k + "=";
+			return bad("field " + std::to_string(i) + " of '" + tag + "' is '" + f[i].substr(0, 32) +
+				   "', expected one of " + names + " (in this order, each once)");
 		}
 		return 0;
 	};
@@ -290,13 +360,12 @@ int KvTraceReader::open(KvTraceHeader &h, std::string &err)
 	    h.q_heads > CSD_MAX_Q_HEADS || h.kv_heads > CSD_MAX_KV_HEADS || h.head_dim > CSD_MAX_HEAD_DIM)
 		return bad("shape out of range (layers 1-4096, heads and head_dim within the kernels' maxima, dtype 0-2)");
 	v.clear();
-	if ((r = fields("policy",
-			{"page_tokens", "sink_tokens", "recent_tokens", "cpu_budget", "beta", "device", "estimator", "write_through"}, v,
-			1)))
+	if ((r = fields("policy", {"page_tokens", "sink_tokens", "recent_tokens", "cpu_budget", "beta", "device", "estimator"},
+			v, {"write_through", "aerp_budget", "d_model", "memory", "route_threshold"})))
 		return r;
-	if (v.size() > 7 && v[7] != "0" && v[7] != "1")
+	if (!v[7].empty() && v[7] != "0" && v[7] != "1")
 		return bad("the 'policy' field write_through is '" + v[7] + "', not 0 or 1");
-	h.write_through = v.size() > 7 && v[7] == "1";
+	h.write_through = v[7] == "1";
 	uint32_t device;
 	char *end;
 	h.beta = std::strtod(v[4].c_str(), &end);
@@ -307,6 +376,39 @@ int KvTraceReader::open(KvTraceHeader &h, std::string &err)
 			   "exact or quest)");
 	h.device = device;
 	h.estimator = v[6];
+	// AERP: aerp_budget and d_model together; memory and route_threshold together, with AERP.
+	if (v[8].empty() != v[9].empty() || v[10].empty() != v[11].empty())
+		return bad("the 'policy' fields aerp_budget and d_model, and memory and route_threshold, go in pairs");
+	if (!v[10].empty() && v[8].empty())
+		return bad("the 'policy' field memory needs aerp_budget (the memory folds what AERP evicts)");
+	if (!v[8].empty()) {
+		if (!parse_u32(v[8], h.aerp_budget) || !parse_u32(v[9], h.d_model) || h.d_model > KV_TRACE_MAX_D_MODEL)
+			return bad("the 'policy' fields aerp_budget '" + v[8].substr(0, 32) + "' and d_model '" + v[9].substr(0, 32) +
+				   "' must be whole numbers, d_model at most " + std::to_string(KV_TRACE_MAX_D_MODEL));
+		policy::AerpParams prm;
+		prm.budget = h.aerp_budget;
+		prm.sink_tokens = h.sink_tokens;
+		prm.recent_tokens = h.recent_tokens;
+		prm.q_heads = h.q_heads;
+		prm.kv_heads = h.kv_heads;
+		prm.head_dim = h.head_dim;
+		prm.d_model = h.d_model;
+		std::string why;
+		if (policy::check_aerp(prm, why))
+			return bad(why);
+		if (h.device || h.write_through)
+			return bad("an AERP session keeps its KV in memory: its 'policy' line has device=0 and no write_through=1");
+	}
+	if (!v[10].empty()) {
+		if ((v[10] != "0" && v[10] != "1") || !parse_u32(v[11], h.route_threshold) ||
+		    (v[10] == "1" && h.route_threshold >= h.max_context))
+			return bad("the 'policy' fields memory '" + v[10].substr(0, 32) + "' and route_threshold '" +
+				   v[11].substr(0, 32) + "' must be 0 or 1, and a whole number below max_context (" +
+				   std::to_string(h.max_context) + ")");
+		h.memory = v[10] == "1";
+		if (!h.memory)
+			h.route_threshold = 0;
+	}
 	h_ = h;
 	return 0;
 }
@@ -322,15 +424,67 @@ int KvTraceReader::next(KvTraceEvent &e, std::string &err)
 		return -EINVAL;
 	};
 	const auto f = split(s);
-	if (f[0].size() != 1 || !std::strchr("aqspvw", f[0][0]))
-		return bad("unknown event '" + f[0].substr(0, 16) + "' (expected a, q, s, p, v or w)");
+	// The events of a session: AERP sessions have their own (kv_trace.hpp).
+	const bool aerp = h_.aerp_budget > 0;
+	const char *events = aerp ? "ailsfe" : "aqspvw";
+	if (f[0].size() != 1 || !std::strchr(events, f[0][0])) {
+		const bool other = f[0].size() == 1 && f[0][0] && std::strchr(aerp ? "qpvw" : "ilfe", f[0][0]);
+		return bad("unknown event '" + f[0].substr(0, 16) + "' (expected " +
+			   (aerp ? "a, i, l, s, f or e in an AERP session's trace" : "a, q, s, p, v or w") + ")" +
+			   (!other ? ""
+			    : aerp ? "; '" + f[0] + "' is not an event of an AERP session"
+				   : "; '" + f[0] + "' is an AERP session's event, and the 'policy' line has no aerp_budget"));
+	}
 	e = {};
 	e.kind = (KvTraceEvent::Kind)f[0][0];
 	auto layer = [&](const std::string &x, uint32_t &l) { return parse_u32(x, l) && l < h_.layers; };
 	switch (e.kind) {
 	case KvTraceEvent::Append:
+	case KvTraceEvent::AppendX:
 		if (f.size() != 3 || !layer(f[1], e.layer) || !parse_u32(f[2], e.count) || !e.count)
-			return bad("expected 'a LAYER COUNT' with LAYER below " + std::to_string(h_.layers) + " and COUNT > 0");
+			return bad(std::string("expected '") + (char)e.kind + " LAYER COUNT' with LAYER below " +
+				   std::to_string(h_.layers) + " and COUNT > 0");
+		if (e.kind == KvTraceEvent::AppendX && !h_.d_model)
+			return bad("'i' appends input vectors, and the session does not recompute (d_model=0)");
+		return 1;
+	case KvTraceEvent::Logits: {
+		if (f.size() < 4 || !layer(f[1], e.layer) || !parse_u32(f[2], e.budget) || !parse_u32(f[3], e.n) ||
+		    e.n > h_.max_context)
+			return bad("expected 'l LAYER BUDGET N LOGIT...' with LAYER below " + std::to_string(h_.layers) +
+				   " and N at most " + std::to_string(h_.max_context));
+		const uint64_t count = (uint64_t)e.n * h_.q_heads;
+		if (f.size() != 4 + count)
+			return bad("'l' announces " + std::to_string(e.n) + " tokens x " + std::to_string(h_.q_heads) +
+				   " query heads = " + std::to_string(count) + " logits and has " + std::to_string(f.size() - 4));
+		e.scores.resize(count);
+		for (uint64_t i = 0; i < count; i++)
+			if (!parse_float(f[4 + i], e.scores[i]))
+				return bad("logit " + std::to_string(i + 1) + " '" + f[4 + i].substr(0, 32) + "' is not a number");
+		return 1;
+	}
+	case KvTraceEvent::Format:
+		if (f.size() != 4 || !layer(f[1], e.layer) || !parse_u32(f[2], e.pos) || e.pos >= h_.max_context ||
+		    (f[3] != "x" && f[3] != "kv"))
+			return bad("expected 'f LAYER POS x|kv' with LAYER below " + std::to_string(h_.layers) + " and POS below " +
+				   std::to_string(h_.max_context));
+		e.x = f[3] == "x";
+		if (e.x && !h_.d_model)
+			return bad("'f' stores token " + f[2] + " as x, and the session does not recompute (d_model=0)");
+		return 1;
+	case KvTraceEvent::Evicted:
+		if (f.size() < 3 || !layer(f[1], e.layer))
+			return bad("expected 'e LAYER POS:HEAD...' with LAYER below " + std::to_string(h_.layers) +
+				   " and at least one pair");
+		for (size_t i = 2; i < f.size(); i++) {
+			const size_t c = f[i].find(':');
+			KvTracePair p;
+			if (c == std::string::npos || !parse_u32(f[i].substr(0, c), p.pos) || !parse_u32(f[i].substr(c + 1), p.head) ||
+			    p.pos >= h_.max_context || p.head >= h_.kv_heads || (!e.pairs.empty() && p.head < e.pairs.back().head))
+				return bad("pair " + std::to_string(i - 1) + " '" + f[i].substr(0, 32) + "' is not POS:HEAD with POS below " +
+					   std::to_string(h_.max_context) + " and HEAD below " + std::to_string(h_.kv_heads) +
+					   ", heads in ascending order");
+			e.pairs.push_back(p);
+		}
 		return 1;
 	case KvTraceEvent::Select: {
 		uint32_t count;

@@ -4,6 +4,10 @@
 # on a device file with a small CPU budget, so that pages spill and come back; llmkvreplay --check
 # reproduces every recorded decision, two replays print the same bytes, other budgets replay, and a
 # truncated trace, another version and garbage are refused with their line and exit 1.
+# AERP: kv_fault_client opens plain sessions only, and llmcached does not trace AERP sessions, so the
+# AERP replay runs here on a small hand-written trace whose decisions were worked out by hand from
+# Kelle's rules (test_kv_replay records real ones from a KvStore): --check reproduces them, the figures
+# are the hand-counted ones, an altered eviction and a malformed line exit 1 naming their line.
 set -euo pipefail
 bin=${LLMCACHE_BIN:?LLMCACHE_BIN is not set}
 client=$(dirname "$bin")/tests/kv_fault_client
@@ -86,5 +90,54 @@ bad "an unknown event" "$work/event" "line 5: unknown event 'x'"
 rc=0
 "$bin/llmkvreplay" "$trace" --check --cpu-budget 4MiB >/dev/null 2>&1 || rc=$?
 check "--check with a parameter varied: exit 2 (rc $rc)" test $rc -eq 2
+# One layer, one head of one dimension, budget 2 (sink 1, recent 1), d_model 1 (a token kept by its
+# head stores x), the memory read past 1 token: tokens 1 and 2 are evicted as they leave the window.
+cat >"$work/aerp.trace" <<'EOF'
+llmcache-kv-trace 1
+shape layers=1 q_heads=1 kv_heads=1 head_dim=1 dtype=0 max_context=64
+policy page_tokens=32 sink_tokens=1 recent_tokens=1 cpu_budget=268435456 beta=0 device=0 estimator=exact aerp_budget=2 d_model=1 memory=1 route_threshold=1
+i 0 1
+l 0 10 1 0.5
+s 0 0
+i 0 1
+f 0 0 x
+l 0 10 2 0.5 0.25
+s 0 0 1
+a 0 1
+f 0 1 kv
+e 0 1:0
+l 0 10 2 1 2
+s 0 0 2
+a 0 1
+f 0 2 kv
+e 0 2:0
+l 0 10 2 0 0
+s 0 0 3
+EOF
+rc=0
+"$bin/llmkvreplay" "$work/aerp.trace" --check >"$work/aerp.out" 2>&1 || rc=$?
+sed 's/^/  /' "$work/aerp.out"
+check "AERP: llmkvreplay --check reproduces the 9 decisions (rc $rc)" grep -q "check: 9 recorded decisions, all reproduced" "$work/aerp.out"
+"$bin/llmkvreplay" "$work/aerp.trace" --json >"$work/aerp.json"
+check "AERP: the hand-counted figures" python3 -c '
+import json, sys
+d = json.loads(open(sys.argv[1]).read())
+want = dict(evicted_pairs=2, evicted_tokens=2, retained_tokens=2, x_tokens=1, decided_x=1, decided_kv=2, bytes_stored=12,
+            memory_folded=2, memory_reads=3, memory_short=1, recomputed=3, selected_tokens=7)
+assert all(d[k] == v for k, v in want.items()), d
+' "$work/aerp.json"
+"$bin/llmkvreplay" "$work/aerp.trace" --select-budget 1 --json >"$work/aerp1.json"
+"$bin/llmkvreplay" "$work/aerp.trace" --select-budget 1 --json >"$work/aerp2.json"
+check "AERP: two replays print the same bytes" cmp -s "$work/aerp1.json" "$work/aerp2.json"
+sed '13s/1:0/1:0 3:0/' "$work/aerp.trace" >"$work/aerp-altered"
+rc=0
+out=$("$bin/llmkvreplay" "$work/aerp-altered" --check 2>&1) || rc=$?
+check "AERP: an altered eviction: exit 1 (rc $rc)" test $rc -eq 1
+check "AERP: and its line ($out)" grep -qF "(trace line 13): recorded 'e 0 1:0 3:0', replayed 'e 0 1:0'" <<<"$out"
+sed '12s/kv$/y/' "$work/aerp.trace" >"$work/aerp-bad"
+bad "AERP: a malformed format line" "$work/aerp-bad" "line 12: expected 'f LAYER POS x|kv'"
+rc=0
+"$bin/llmkvreplay" "$work/aerp.trace" --cpu-budget 4MiB >/dev/null 2>&1 || rc=$?
+check "AERP: a parameter other than --select-budget: exit 1 (rc $rc)" test $rc -eq 1
 [ "$fails" -eq 0 ] || exit 1
 echo PASS

@@ -7,6 +7,11 @@
 // a trace whose decision was altered is caught at its line. With write-through (full pages written as
 // they fill), the store's decisions are the same, and the replay counts the same writes: the pages
 // written at append time and the spills that then write nothing.
+// An AERP session (Kelle's eviction and recomputation, with and without EdgeInfinite's compressed
+// memory) records its logits and decisions; the replay makes the store's evictions (checked against the
+// keep masks the store's selects return), its format decisions (checked token by token through the
+// store's recomputation count), its selections and its AERP and memory counts, byte-identically twice;
+// an altered eviction or format line is caught at its line, malformed AERP lines are refused with theirs.
 #include "cmocka_cpp.hpp"
 #include "kv_test_device.hpp"
 
@@ -16,7 +21,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <random>
 #include <set>
 
@@ -296,6 +303,349 @@ void replay__write_through__same_decisions_and_same_writes(void **)
 	assert_string_equal(format_kv_replay(replay(on.trace, wt, false)).c_str(), format_kv_replay(replay(off.trace)).c_str());
 }
 
+// An AERP session: 2 layers of 8 query heads on 4 KV heads x 16, fp32, each KV head keeping 24 tokens
+// (sink 4, recent 8), d_model 40 (a token kept in 3 or 4 heads stores x: 40 < 2 x 16 x 3). 160 steps
+// append a token to each layer (with x, but one in 5 without) and select all retained tokens of each
+// layer; every third step also selects 20 of them, half of those through select_begin/select_end. One
+// token in 6 leans along a direction the queries favour, so that some tokens are popular in every head.
+constexpr uint32_t A_Q = 8, A_KV = 4, A_D = 16, A_DMODEL = 40, A_BUDGET = 24, A_STEPS = 160;
+
+struct AerpRecorded {
+	std::string trace;
+	struct Sel {
+		uint32_t layer;
+		bool full;
+		std::vector<uint32_t> positions;
+		std::vector<uint8_t> heads; // positions x kv_heads
+	};
+	std::vector<Sel> selections;
+	KvStats stats;
+	std::vector<std::vector<uint32_t>> x_tokens; // [layer]: the retained tokens the store recomputes on read
+	std::vector<std::vector<uint32_t>> decided;  // [layer]: retained tokens out of the recent window
+};
+
+AerpRecorded record_aerp(bool memory)
+{
+	KvShape s{LAYERS, A_Q, A_KV, A_D, CSD_FP32, 1024};
+	KvOptions o;
+	o.sink_tokens = 4;
+	o.recent_tokens = 8;
+	o.aerp.budget = A_BUDGET;
+	o.aerp.d_model = A_DMODEL;
+	std::mt19937 rng(11);
+	std::normal_distribution<float> nd;
+	const uint32_t dims = A_KV * A_D;
+	o.aerp.w_k.resize((size_t)LAYERS * A_DMODEL * dims);
+	o.aerp.w_v.resize(o.aerp.w_k.size());
+	for (float &w : o.aerp.w_k)
+		w = 0.1f * nd(rng);
+	for (float &w : o.aerp.w_v)
+		w = 0.1f * nd(rng);
+	o.memory = {memory, 40};
+	o.trace = trace_path();
+	std::unique_ptr<KvStore> kv;
+	std::string err;
+	int r = KvStore::open(s, o, kv, err);
+	if (r)
+		fprintf(stderr, "open: %s\n", err.c_str());
+	assert_int_equal(r, 0);
+	std::vector<float> k(dims), v(dims), x(A_DMODEL), q(A_Q * A_D), dir(A_D);
+	for (float &d : dir)
+		d = nd(rng);
+	AerpRecorded rec;
+	auto select = [&](uint32_t l, uint32_t budget, bool split) {
+		for (uint32_t i = 0; i < q.size(); i++)
+			q[i] = nd(rng) + 0.8f * dir[i % A_D];
+		KvSelection sel;
+		if (split) {
+			assert_int_equal(kv->select_begin(l, q.data(), budget), 0);
+			assert_int_equal(kv->select_end(sel), 0);
+		} else {
+			assert_int_equal(kv->select(l, q.data(), budget, sel), 0);
+		}
+		rec.selections.push_back({l, budget >= 1000, sel.positions, sel.heads});
+	};
+	for (uint32_t t = 0; t < A_STEPS; t++) {
+		for (uint32_t l = 0; l < LAYERS; l++) {
+			for (uint32_t i = 0; i < dims; i++)
+				k[i] = nd(rng) + (t % 6 == 1 ? 2.0f * dir[i % A_D] : 0.0f);
+			for (float &e : v)
+				e = nd(rng);
+			for (float &e : x)
+				e = nd(rng);
+			assert_int_equal(kv->append(l, k.data(), v.data(), t % 5 == 2 ? nullptr : x.data()), 0);
+		}
+		for (uint32_t l = 0; l < LAYERS; l++) {
+			select(l, 1000, t % 2);
+			if (t % 3 == 0)
+				select(l, 20, t % 2 == 0);
+		}
+	}
+	rec.stats = kv->stats();
+	// Which retained tokens the store holds as x: reading one recomputes it, and nothing else does.
+	rec.x_tokens.resize(LAYERS);
+	rec.decided.resize(LAYERS);
+	std::vector<uint8_t> kb(kv->row_bytes()), vb(kv->row_bytes());
+	for (uint32_t l = 0; l < LAYERS; l++)
+		for (uint32_t pos = 0; pos + o.recent_tokens < kv->tokens(l); pos++) {
+			if (!kv->resident(l, pos))
+				continue;
+			const uint64_t before = kv->stats().aerp_recomputed;
+			assert_int_equal(kv->read(l, pos, kb.data(), vb.data()), 0);
+			rec.decided[l].push_back(pos);
+			if (kv->stats().aerp_recomputed != before)
+				rec.x_tokens[l].push_back(pos);
+		}
+	kv.reset(); // closes the trace
+	rec.trace = slurp(trace_path());
+	unlink(trace_path().c_str());
+	return rec;
+}
+
+// Every eviction, format decision and selection of the replay is the store's, and so are the counts.
+void aerp_same_as_store(bool memory)
+{
+	const AerpRecorded rec = record_aerp(memory);
+	assert_non_null(std::strstr(rec.trace.c_str(), " aerp_budget=24 d_model=40"));
+	assert_true((std::strstr(rec.trace.c_str(), " memory=1 route_threshold=40\n") != nullptr) == memory);
+	for (const char *ev : {"\na ", "\ni ", "\nl ", "\ns ", "\nf ", "\ne "})
+		assert_non_null(std::strstr(rec.trace.c_str(), ev));
+	// The header reads back as written.
+	{
+		std::istringstream in(rec.trace);
+		KvTraceReader rd(in);
+		KvTraceHeader h;
+		std::string err;
+		assert_int_equal(rd.open(h, err), 0);
+		assert_int_equal(h.aerp_budget, A_BUDGET);
+		assert_int_equal(h.memory, memory);
+		assert_string_equal(format_kv_trace_header(h).c_str(),
+				    rec.trace.substr(0, rec.trace.find('\n', rec.trace.find("\npolicy ") + 1) + 1).c_str());
+	}
+	const KvReplayResult r = replay(rec.trace);
+	if (!r.divergence.empty())
+		fprintf(stderr, "%s\n", r.divergence.c_str());
+	assert_string_equal(r.divergence.c_str(), "");
+	// Walk the replay's decisions: each selection is the store's; between two full selects of a layer,
+	// the pairs the store's keep mask lost are the pairs the replay evicted; the forms are decided in
+	// position order, one per append once past the recent window.
+	std::vector<std::set<std::pair<uint32_t, uint32_t>>> alive(LAYERS), evicted(LAYERS);
+	std::vector<std::vector<uint32_t>> appended(LAYERS);
+	std::vector<std::map<uint32_t, bool>> form(LAYERS);
+	std::vector<uint32_t> full_selects(LAYERS, 0);
+	size_t i = 0;
+	uint64_t pairs = 0;
+	for (const KvTraceEvent &e : r.decisions) {
+		if (e.kind == KvTraceEvent::Evicted) {
+			for (const KvTracePair &p : e.pairs) {
+				assert_true(evicted[e.layer].insert({p.pos, p.head}).second);
+				assert_true(p.pos >= 4); // never a sink token
+			}
+			pairs += e.pairs.size();
+		} else if (e.kind == KvTraceEvent::Format) {
+			assert_int_equal(e.pos, form[e.layer].size());
+			form[e.layer][e.pos] = e.x;
+		} else if (e.kind == KvTraceEvent::Selected) {
+			assert_true(i < rec.selections.size());
+			const AerpRecorded::Sel &sel = rec.selections[i++];
+			assert_int_equal(sel.layer, e.layer);
+			assert_true(e.items == sel.positions);
+			if (!sel.full)
+				continue;
+			// Token full_selects[layer] was appended since the last full select.
+			auto &a = alive[e.layer];
+			for (uint32_t h = 0; h < A_KV; h++)
+				a.insert({full_selects[e.layer], h});
+			full_selects[e.layer]++;
+			for (const auto &p : evicted[e.layer])
+				assert_int_equal(a.erase(p), 1);
+			evicted[e.layer].clear();
+			std::set<std::pair<uint32_t, uint32_t>> store;
+			for (size_t j = 0; j < sel.positions.size(); j++)
+				for (uint32_t h = 0; h < A_KV; h++)
+					if (sel.heads[j * A_KV + h])
+						store.insert({sel.positions[j], h});
+			assert_true(store == a);
+		}
+	}
+	assert_int_equal(i, rec.selections.size());
+	const KvReplayFigures &f = r.figures;
+	const KvStats &st = rec.stats;
+	assert_true(st.aerp_evicted_heads > 100);
+	assert_int_equal(pairs, st.aerp_evicted_heads);
+	assert_int_equal(f.aerp_evicted_heads, st.aerp_evicted_heads);
+	assert_int_equal(f.aerp_evicted_tokens, st.aerp_evicted_tokens);
+	assert_int_equal(f.aerp_tokens, st.aerp_tokens);
+	assert_true(st.aerp_x_tokens > 0 && st.aerp_x_tokens < st.aerp_tokens);
+	assert_int_equal(f.aerp_x_tokens, st.aerp_x_tokens);
+	assert_int_equal(f.aerp_bytes, st.aerp_bytes);
+	assert_int_equal(f.aerp_recomputed, st.aerp_recomputed);
+	assert_int_equal(f.memory_folded, st.memory_folded);
+	assert_int_equal(f.memory_bytes, st.memory_bytes);
+	assert_int_equal(f.memory_reads, st.memory_reads);
+	assert_int_equal(f.memory_short, st.memory_short);
+	assert_int_equal(f.selects, st.selects);
+	assert_int_equal(f.appends, LAYERS * A_STEPS);
+	assert_int_equal(f.appends_x, LAYERS * (A_STEPS - A_STEPS / 5));
+	assert_int_equal(f.aerp_decided_x + f.aerp_decided_kv, LAYERS * (A_STEPS - 8));
+	assert_true(f.aerp_decided_x > 0 && f.aerp_decided_kv > 0);
+	if (memory) {
+		assert_int_equal(st.memory_folded, st.aerp_evicted_heads);
+		assert_true(st.memory_reads > 0 && st.memory_short > 0);
+	} else {
+		assert_int_equal(f.memory_folded + f.memory_bytes + f.memory_reads + f.memory_short, 0);
+	}
+	// Token by token, the form of every retained token out of the recent window is the store's.
+	for (uint32_t l = 0; l < LAYERS; l++) {
+		assert_int_equal(form[l].size(), A_STEPS - 8);
+		std::vector<uint32_t> x_tokens;
+		for (uint32_t pos : rec.decided[l])
+			if (form[l].at(pos))
+				x_tokens.push_back(pos);
+		assert_true(x_tokens == rec.x_tokens[l]);
+	}
+	// Twice the same bytes, as recorded and with another select budget.
+	assert_string_equal(transcript(replay(rec.trace)).c_str(), transcript(r).c_str());
+	KvReplayOverrides o;
+	o.select_budget = 16;
+	const std::string a = transcript(replay(rec.trace, o, false)), b = transcript(replay(rec.trace, o, false));
+	assert_string_equal(a.c_str(), b.c_str());
+	assert_true(replay(rec.trace, o, false).figures.selected < f.selected);
+	// The other parameters are the recorded run's: varying them is refused.
+	KvReplayOverrides other;
+	other.recent_tokens = 16;
+	std::istringstream in(rec.trace);
+	KvReplayResult ignored;
+	std::string err;
+	assert_int_equal(replay_kv_trace(in, other, false, false, ignored, err), -EINVAL);
+	assert_non_null(std::strstr(err.c_str(), "only the select budget may vary"));
+}
+
+void replay__aerp_store_trace__same_evictions_forms_and_counts(void **) { aerp_same_as_store(false); }
+
+void replay__aerp_memory_store_trace__same_evictions_and_folds(void **) { aerp_same_as_store(true); }
+
+// The trace with line `at` (1-based) replaced by `line`.
+std::string with_line(const std::string &trace, uint64_t at, const std::string &line)
+{
+	std::istringstream in(trace);
+	std::string l, out;
+	for (uint64_t n = 1; std::getline(in, l); n++)
+		out += (n == at ? line : l) + "\n";
+	return out;
+}
+
+// The number of the first line that starts with prefix and satisfies pred.
+uint64_t find_line(const std::string &trace, const std::string &prefix, bool (*pred)(const std::string &) = nullptr)
+{
+	std::istringstream in(trace);
+	std::string l;
+	for (uint64_t n = 1; std::getline(in, l); n++)
+		if (l.compare(0, prefix.size(), prefix) == 0 && (!pred || pred(l)))
+			return n;
+	return 0;
+}
+
+std::string line_at(const std::string &trace, uint64_t at)
+{
+	std::istringstream in(trace);
+	std::string l;
+	for (uint64_t n = 1; std::getline(in, l) && n < at; n++)
+		;
+	return l;
+}
+
+void replay__aerp_altered_eviction_or_form__divergence_at_its_line(void **)
+{
+	const AerpRecorded rec = record_aerp(true);
+	// Drop the last pair of the first eviction of two pairs or more.
+	const uint64_t at = find_line(rec.trace, "e ", [](const std::string &l) { return std::count(l.begin(), l.end(), ' ') >= 3; });
+	assert_true(at > 0);
+	const std::string e = line_at(rec.trace, at);
+	KvReplayResult r = replay(with_line(rec.trace, at, e.substr(0, e.rfind(' '))));
+	std::string want = "(trace line " + std::to_string(at) + "): recorded 'e ";
+	if (r.divergence.find(want) == std::string::npos)
+		fprintf(stderr, "divergence: %s\n", r.divergence.c_str());
+	assert_true(r.divergence.find(want) != std::string::npos);
+	// A format decision flipped.
+	const uint64_t fat = find_line(rec.trace, "f ", [](const std::string &l) { return l.back() == 'x'; });
+	assert_true(fat > 0);
+	const std::string fl = line_at(rec.trace, fat);
+	r = replay(with_line(rec.trace, fat, fl.substr(0, fl.size() - 1) + "kv"));
+	want = "(trace line " + std::to_string(fat) + "): recorded 'f ";
+	if (r.divergence.find(want) == std::string::npos)
+		fprintf(stderr, "divergence: %s\n", r.divergence.c_str());
+	assert_true(r.divergence.find(want) != std::string::npos);
+	// A whole eviction line left out: the next decision differs, or the replay has one more.
+	std::string dropped;
+	{
+		std::istringstream in(rec.trace);
+		std::string l;
+		for (uint64_t n = 1; std::getline(in, l); n++)
+			if (n != at)
+				dropped += l + "\n";
+	}
+	assert_false(replay(dropped).divergence.empty());
+}
+
+void replay__aerp_malformed_lines__refused_with_line_number(void **)
+{
+	const AerpRecorded rec = record_aerp(false);
+	const uint64_t e_at = find_line(rec.trace, "e "), l_at = find_line(rec.trace, "l "), f_at = find_line(rec.trace, "f "),
+		       i_at = find_line(rec.trace, "i ");
+	assert_true(e_at && l_at && f_at && i_at);
+	const std::string l_line = line_at(rec.trace, l_at);
+	const std::string pre = "policy page_tokens=32 sink_tokens=4 recent_tokens=8 cpu_budget=268435456 beta=0 device=0 estimator=exact";
+	assert_true(line_at(rec.trace, 3).compare(0, pre.size(), pre) == 0);
+	struct Case {
+		uint64_t at;
+		std::string line, error;
+	} cases[] = {
+		{e_at, "e 0 9-1", "pair 1 '9-1' is not POS:HEAD with POS below 1024 and HEAD below 4, heads in ascending order"},
+		{e_at, "e 0 9:4", "pair 1 '9:4' is not POS:HEAD"},
+		{e_at, "e 0 9:2 10:1", "pair 2 '10:1' is not POS:HEAD"},
+		{e_at, "e 0", "expected 'e LAYER POS:HEAD...' with LAYER below 2 and at least one pair"},
+		{f_at, "f 0 3 y", "expected 'f LAYER POS x|kv' with LAYER below 2 and POS below 1024"},
+		{l_at, l_line.substr(0, l_line.rfind(' ')), "logits and has"},
+		{l_at, l_line.substr(0, l_line.rfind(' ')) + " z", "is not a number"},
+		{l_at, "l 2 1000 1", "expected 'l LAYER BUDGET N LOGIT...' with LAYER below 2"},
+		{i_at, "i 0 0", "expected 'i LAYER COUNT' with LAYER below 2 and COUNT > 0"},
+		{i_at, "q 0 9 5 2 1 0.5", "unknown event 'q' (expected a, i, l, s, f or e in an AERP session's trace); 'q' is not an event of an AERP session"},
+		{3, pre + " aerp_budget=24", "the 'policy' fields aerp_budget and d_model, and memory and route_threshold, go in pairs"},
+		{3, pre + " aerp_budget=8 d_model=40", "invalid AERP budget 8"},
+		{3, pre + " aerp_budget=24 d_model=40 memory=1 route_threshold=1024", "below max_context (1024)"},
+		{3, pre + " memory=1 route_threshold=0", "the 'policy' field memory needs aerp_budget"},
+		{3, pre + " d_model=40 aerp_budget=24", "expected one of write_through=, aerp_budget=, d_model=, memory=, route_threshold= (in this order, each once)"},
+	};
+	for (const Case &c : cases) {
+		std::istringstream in(with_line(rec.trace, c.at, c.line));
+		KvReplayResult r;
+		std::string err;
+		assert_int_equal(replay_kv_trace(in, {}, false, true, r, err), -EINVAL);
+		const std::string want = "line " + std::to_string(c.at) + ": ";
+		if (err.compare(0, want.size(), want) != 0 || err.find(c.error) == std::string::npos)
+			fail_msg("line %llu '%s': got '%s', want '%s...%s'", (unsigned long long)c.at, c.line.substr(0, 60).c_str(),
+				 err.c_str(), want.c_str(), c.error.c_str());
+	}
+	// AERP events in a trace without AERP, and x in a session that does not recompute.
+	const Recorded plain = record(false);
+	const std::string plain_bad = with_line(plain.trace, 4, "e 0 9:1");
+	std::istringstream in(plain_bad);
+	KvReplayResult r;
+	std::string err;
+	assert_int_equal(replay_kv_trace(in, {}, false, false, r, err), -EINVAL);
+	assert_string_equal(err.c_str(), "line 4: unknown event 'e' (expected a, q, s, p, v or w); 'e' is an AERP session's event, "
+					 "and the 'policy' line has no aerp_budget");
+	std::string no_x = rec.trace;
+	no_x.replace(no_x.find(" d_model=40"), 11, " d_model=0");
+	std::istringstream in2(no_x);
+	assert_int_equal(replay_kv_trace(in2, {}, false, false, r, err), -EINVAL);
+	const uint64_t x_at = find_line(rec.trace, "f ", [](const std::string &l) { return l.back() == 'x'; });
+	const std::string want = "line " + std::to_string(std::min(i_at, x_at)) + ": ";
+	if (err.compare(0, want.size(), want) != 0 || err.find("does not recompute (d_model=0)") == std::string::npos)
+		fail_msg("got '%s'", err.c_str());
+}
+
 int teardown(void **)
 {
 	cleanup_devices();
@@ -312,6 +662,10 @@ int main()
 		cmocka_unit_test(replay__memory_only_store__same_decisions),
 		cmocka_unit_test(replay__altered_decision__divergence_at_its_line),
 		cmocka_unit_test(replay__write_through__same_decisions_and_same_writes),
+		cmocka_unit_test(replay__aerp_store_trace__same_evictions_forms_and_counts),
+		cmocka_unit_test(replay__aerp_memory_store_trace__same_evictions_and_folds),
+		cmocka_unit_test(replay__aerp_altered_eviction_or_form__divergence_at_its_line),
+		cmocka_unit_test(replay__aerp_malformed_lines__refused_with_line_number),
 	};
 	return cmocka_run_group_tests(tests, nullptr, teardown);
 }

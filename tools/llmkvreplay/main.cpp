@@ -2,8 +2,9 @@
 // llmkvreplay: replay a KV trace (written by llmcached --kv-trace, kv/kv_trace.hpp) through the KV
 // policy (kv/policy_*.hpp) and print, per set of parameters, the tokens kept in the CPU pool and
 // spilled, the tokens selected and where they were, and the bytes that would cross the bus; --check
-// compares the replay's decisions with the recorded ones. See Documentation/kv.md, "KV traces and
-// llmkvreplay".
+// compares the replay's decisions with the recorded ones. An AERP session's trace replays Kelle's
+// eviction and format decisions (and EdgeInfinite's folds) instead, and prints their figures. See
+// Documentation/kv.md, "KV traces and llmkvreplay".
 #include <boost/program_options.hpp>
 
 #include <cerrno>
@@ -55,8 +56,28 @@ std::string read_all(const std::string &path)
 	return ss.str();
 }
 
+const char *const TABLE_HEAD = "  cpu_budget   beta cpu_tokens stor_tokens  selected from_stor   spilled    clean promoted   spills"
+				"      written      fetched      scanned\n";
+const char *const AERP_HEAD = "aerp_budget d_model memory   appends   selects  selected   evicted ev_tokens  retained  x_tokens"
+			      "  bytes/token    folded recomputed\n";
+
+void aerp_row(std::ostream &o, const KvReplayResult &r)
+{
+	const KvReplayFigures &f = r.figures;
+	char b[512];
+	std::snprintf(b, sizeof(b), "%11u %7u %6d %9llu %9llu %9llu %9llu %9llu %9llu %9llu %12.1f %9llu %10llu\n",
+		      r.params.aerp.budget, r.params.aerp.d_model, r.params.memory ? 1 : 0, (unsigned long long)f.appends,
+		      (unsigned long long)f.selects, (unsigned long long)f.selected, (unsigned long long)f.aerp_evicted_heads,
+		      (unsigned long long)f.aerp_evicted_tokens, (unsigned long long)f.aerp_tokens,
+		      (unsigned long long)f.aerp_x_tokens, f.aerp_tokens ? (double)f.aerp_bytes / f.aerp_tokens : 0.0,
+		      (unsigned long long)f.memory_folded, (unsigned long long)f.aerp_recomputed);
+	o << b;
+}
+
 void row(std::ostream &o, const KvReplayResult &r)
 {
+	if (r.params.aerp.budget)
+		return aerp_row(o, r);
 	const KvReplayFigures &f = r.figures;
 	char b[512];
 	std::snprintf(b, sizeof(b), "%12s %6g %9llu %9llu %9llu %9llu %9llu %8llu %8llu %8llu %12s %12s %12s\n",
@@ -88,7 +109,7 @@ int run(int argc, char **argv)
 		("check", po::bool_switch(), "compare every decision with the recorded one; exit 1 at the first that differs "
 					      "(only with the recorded parameters)")
 		("decisions", po::value<std::string>()->value_name("FILE"),
-		 "write the replay's decisions (s, p and v lines of the trace format) to FILE (- = stdout); one budget only")
+		 "write the replay's decisions (s, p and v lines of the trace format; s, f and e for AERP) to FILE (- = stdout); one budget only")
 		("json", po::bool_switch(), "print the figures as JSON, one object per replay, instead of the table");
 	po::options_description hidden;
 	hidden.add_options()("trace", po::value<std::vector<std::string>>());
@@ -114,7 +135,12 @@ int run(int argc, char **argv)
 			     "parameters the tokens in the CPU pool and on storage at the end, the tokens selected and\n"
 			     "those read from storage, pages spilled (clean: spilled again without a write, their device\n"
 			     "copy kept) and brought back, and the payload bytes written, fetched and (for a host-scoring\n"
-			     "backend) scanned. TRACE may be - for stdin.\n\n"
+			     "backend) scanned. The trace of an AERP session (Kelle's eviction and recomputation, with\n"
+			     "or without EdgeInfinite's compressed memory) replays its accumulation, evictions and\n"
+			     "format decisions over the recorded logits, with the recorded parameters (only\n"
+			     "--select-budget varies), and prints the (token, head) pairs evicted, the tokens retained\n"
+			     "and stored as x, the bytes stored per retained token and the pairs folded into the\n"
+			     "memory. TRACE may be - for stdin.\n\n"
 			  << opts
 			  << "\nEXAMPLES\n"
 			     "  llmkvreplay /var/tmp/kv.trace.1 --check\n"
@@ -180,9 +206,6 @@ int run(int argc, char **argv)
 
 	const std::string text = read_all(traces[0]);
 	std::ostringstream out;
-	if (!json)
-		out << "  cpu_budget   beta cpu_tokens stor_tokens  selected from_stor   spilled    clean promoted   spills"
-		       "      written      fetched      scanned\n";
 	bool diverged = false;
 	for (size_t i = 0; i < budgets.size(); i++) {
 		o.cpu_budget = budgets[i];
@@ -194,7 +217,7 @@ int run(int argc, char **argv)
 		if (json)
 			out << format_kv_replay_json(r) << '\n';
 		else
-			row(out, r);
+			row(out << (i ? "" : r.params.aerp.budget ? AERP_HEAD : TABLE_HEAD), r);
 		if (check) {
 			if (!r.divergence.empty()) {
 				std::cerr << "llmkvreplay: " << traces[0] << ": the replay differs from the recorded run: " << r.divergence << '\n';
