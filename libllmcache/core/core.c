@@ -32,7 +32,8 @@
  *   - a sequence table (ids 1..max_seqs) with a global LRU list used to recycle the least recently
  *     accessed sequence when the table is full, and one list per class: SEQ in order of becoming SEQ
  *     (oldest first), HOT in LRU order, LOOP sorted by period (longest first; re-sorted once per loop
- *     iteration, O(loops), when the period moved by more than an eighth);
+ *     iteration, O(loops), when the period moved by more than an eighth, and every 1024 accesses for
+ *     the loops that stopped: age_loops());
  *   - a block index: chunks of 64 aligned blocks of one file, each holding the 16-bit sequence id of
  *     every block (2 bytes per remembered block), found through an open-addressing hash table and
  *     recycled least recently used first when max_chunks are in use. A block's entry is trusted only if
@@ -58,6 +59,7 @@ struct llc_list {
 struct llc_core {
 	struct llc_config cfg;
 	uint64_t vtime;
+	uint64_t next_aging_vt; /* age_loops() */
 	uint64_t stats[LLMCACHE_NR_STATS];
 	uint32_t class_count[LLMCACHE_NR_CLASSES];
 	struct llc_list lists[LLMCACHE_NR_CLASSES];
@@ -347,7 +349,7 @@ static void touch(struct llc_core *c, uint16_t id)
 
 static uint64_t period_key(const struct llc_seq *s)
 {
-	return s->period_vt ? s->period_vt : LLC_UNKNOWN_PERIOD;
+	return s->order_vt ? s->order_vt : LLC_UNKNOWN_PERIOD;
 }
 
 /* LOOP list: longest period first; unknown periods count as longest (released first, pinned last). */
@@ -450,15 +452,43 @@ static bool period_moved(uint64_t old_vt, uint64_t new_vt)
 /* An iteration of loop id began at (vt, ns): its period is the time since the previous one began. */
 static void new_iteration(struct llc_core *c, struct llc_seq *s, uint16_t id, uint64_t vt, uint64_t ns)
 {
-	uint64_t old_vt = s->period_vt;
+	uint64_t old_vt = s->order_vt;
 
-	s->period_vt = vt - s->iter_start_vt;
+	s->period_vt = s->order_vt = vt - s->iter_start_vt;
 	s->period_ns = ns > s->iter_start_ns ? ns - s->iter_start_ns : 0; /* a kernel's per-CPU clocks may differ */
 	s->iter_start_vt = vt;
 	s->iter_start_ns = ns;
 	s->iterations++;
 	c->stats[LLMCACHE_STAT_LOOP_ITERATIONS]++;
 	if (period_moved(old_vt, s->period_vt)) {
+		list_unlink(c, &c->lists[LLMCACHE_CLASS_LOOP], id);
+		loop_insert(c, id);
+	}
+}
+
+/*
+ * A loop that stopped keeps the period it last measured, and with it its place ahead of the loops that
+ * still run: the start-up code's loops, iterated once in the first milliseconds, would hold their pins
+ * for good. So every LLC_AGING_INTERVAL accesses, a loop whose current iteration has lasted more than
+ * twice its period is keyed by that age instead (the period is at least that long, as far as anyone can
+ * tell), and moves toward the head of the order: released first, pinned last. Its next iteration puts
+ * the measured period back. O(loops) per interval.
+ */
+#define LLC_AGING_INTERVAL 1024
+
+static void age_loops(struct llc_core *c)
+{
+	uint16_t id = c->lists[LLMCACHE_CLASS_LOOP].head, next;
+
+	c->next_aging_vt = c->vtime + LLC_AGING_INTERVAL;
+	for (; id; id = next) {
+		struct llc_seq *s = &c->seqs[id];
+		uint64_t age = c->vtime - s->iter_start_vt;
+
+		next = s->list_next;
+		if (!s->period_vt || age <= 2 * s->period_vt || !period_moved(s->order_vt, age))
+			continue;
+		s->order_vt = age;
 		list_unlink(c, &c->lists[LLMCACHE_CLASS_LOOP], id);
 		loop_insert(c, id);
 	}
@@ -644,6 +674,8 @@ struct llc_verdict llc_access_req(struct llc_core *c, uint64_t file, uint64_t bl
 	}
 	touch(c, v.seq);
 	c->stats[LLMCACHE_STAT_SEQ_BLOCKS + v.cls]++;
+	if (c->vtime >= c->next_aging_vt)
+		age_loops(c);
 	return v;
 }
 
@@ -671,6 +703,8 @@ uint64_t llc_access_extend(struct llc_core *c, uint64_t file, uint64_t block, ui
 		return 0;
 	if (max > room)
 		max = room;
+	if (c->vtime + max >= c->next_aging_vt) /* the access that ages the loops goes through llc_access() */
+		max = c->next_aging_vt > c->vtime ? c->next_aging_vt - c->vtime - 1 : 0;
 	for (k = 0; k < max && (entry[k] == seq || entry[k] == LLC_NONE); k++)
 		entry[k] = seq;
 	if (k) {

@@ -40,6 +40,8 @@ struct llc_seq {
 	uint64_t iter_start_ns;
 	uint64_t period_vt;     /* LOOP: accesses between the last two iteration starts */
 	uint64_t period_ns;     /* LOOP: nanoseconds between the last two iteration starts */
+	uint64_t order_vt;      /* LOOP: its key in the period order: period_vt, or the age of its current
+				 * iteration once that is over twice the period (a loop that stopped) */
 	uint32_t iterations;    /* LOOP: iteration starts seen after the first pass */
 	uint16_t lru_prev, lru_next;   /* all live sequences, least recently used first */
 	uint16_t list_prev, list_next; /* the class list: SEQ by age, HOT by recency, LOOP by period */

@@ -150,6 +150,37 @@ static void core_access__seq_reread_from_start__becomes_loop(void **state)
 	free(c);
 }
 
+/* A loop that stops is keyed by the age of its iteration once that passes twice its period: the
+ * start-up code's loops must not keep their place ahead of the loops that still run. */
+static void core_loop_order__stopped_loop__keyed_by_its_age(void **state)
+{
+	struct llc_core *c = default_core();
+	const struct llc_seq *a;
+	uint16_t loop_a, loop_b;
+
+	sweep(c, FILE_B, 0, 100);
+	sweep(c, FILE_B, 0, 100); /* B: a loop of period 100 */
+	for (int i = 0; i < 3; i++)
+		sweep(c, FILE_A, 0, 10); /* A: period 10 */
+	loop_a = llc_lookup(c, FILE_A, 0);
+	loop_b = llc_lookup(c, FILE_B, 0);
+	a = llc_seq_get(c, loop_a);
+	assert_int_equal(a->period_vt, 10);
+	assert_int_equal(llc_first(c, LLMCACHE_CLASS_LOOP), loop_b); /* longest period first */
+	assert_int_equal(llc_next(c, loop_b), loop_a);
+	for (int i = 0; i < 30; i++)
+		sweep(c, FILE_B, 0, 100); /* A stops for 3000 accesses, past two aging intervals */
+	assert_int_equal(a->period_vt, 10); /* the measured period is kept */
+	assert_true(a->order_vt > 2000 && a->order_vt <= 3000);
+	assert_int_equal(llc_seq_get(c, loop_b)->order_vt, 100); /* a loop that runs is not aged */
+	assert_int_equal(llc_first(c, LLMCACHE_CLASS_LOOP), loop_a); /* released first, pinned last */
+	assert_int_equal(llc_next(c, loop_a), loop_b);
+	sweep(c, FILE_A, 0, 10); /* A runs again: its next iteration's measured period is its key again */
+	assert_int_equal(a->period_vt, 3010);
+	assert_int_equal(a->order_vt, 3010);
+	free(c);
+}
+
 static void core_access__loop_restart__new_iteration_with_period(void **state)
 {
 	struct llc_core *c = default_core();
@@ -796,6 +827,7 @@ int main(void)
 		cmocka_unit_test(sizing__stall__deficit_over_bandwidth_minus_t),
 		cmocka_unit_test(core_stats__classified_accesses__counted_per_class),
 		cmocka_unit_test(access_extend__request_traces__same_as_per_block),
+		cmocka_unit_test(core_loop_order__stopped_loop__keyed_by_its_age),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
