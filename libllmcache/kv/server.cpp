@@ -893,10 +893,9 @@ std::string Server::open_session(Conn &c, const proto::Header &h, const proto::O
 	s->shm = static_cast<uint8_t *>(m);
 	s->region = free_regions_.back();
 	s->opts = cfg_.kv;
-	if (aerp) { // memory only, not traced (kv.md, "Kelle's eviction and recomputation")
+	if (aerp) { // memory only (kv.md, "Kelle's eviction and recomputation"); traced like any session with --kv-trace
 		s->aerp = true;
 		s->opts.device.clear();
-		s->opts.trace.clear();
 		s->opts.planes = {}; // nothing spills: no planes
 		s->opts.aerp.budget = a.budget;
 		s->opts.aerp.d_model = a.d_model;
