@@ -116,6 +116,9 @@ llm_wins = {
     "engine-f16-mha-mmap-80-decode": ["25%"],  # since the retouching loops' probation (corpus.md)
     "engine-q8-gqa-mmap-107-decode": ["25%", "50%"],
     "engine-q8-gqa-mmap-80-decode": ["25%"],
+    "app-ai-notes": ["50%"],                    # since loops that stopped are keyed by their age
+    "app-text-classification": ["25%", "50%"],  # (corpus.md, "Loops that stopped")
+    "app-text-embedder": ["25%"],
 }
 for s in llm_wins.get(meta["name"], []):
     rivals = [p for p in policies if p not in ("llm", "belady")]
