@@ -138,7 +138,7 @@ int KvAerpModel::select(const KvTraceEvent &l, std::vector<KvTraceEvent> &decisi
 	s.kind = KvTraceEvent::Selected;
 	s.layer = l.layer;
 	for (uint32_t i :
-	     KvStore::aerp_selection(p_.aerp, L.pos, L.score, L.tokens, p_.select_budget ? p_.select_budget : l.budget))
+	     policy::select_retained(p_.aerp, L.pos, L.score, L.tokens, p_.select_budget ? p_.select_budget : l.budget))
 		s.items.push_back(L.pos[i]);
 	fig_.selects++;
 	fig_.selected += s.items.size();

@@ -16,7 +16,7 @@
  *
  * An AERP session's trace (aerp_budget on its policy line) replays through KvAerpModel instead: Kelle's
  * accumulation, eviction and format decision (policy_aerp.hpp) over the recorded logits, and the
- * store's selection (KvStore::aerp_selection), with the recorded parameters (only the select budget may
+ * store's selection (policy::select_retained), with the recorded parameters (only the select budget may
  * vary: the logits exist for the tokens the recorded run retained). The compressed memory's folds are
  * the evicted pairs; its state (M, z) is not replayed, only counted.
  */

@@ -204,11 +204,6 @@ public:
 	uint64_t budget() const; // the CPU pool's byte target under the split, at most cpu_budget
 	uint64_t hard_limit() const; // the CPU pool's bytes past which appends are refused
 	uint64_t row_bytes() const { return geo_.row_bytes(); }
-	// AERP's select (pure; the KV replay runs it too): the indices into a layer's retained positions
-	// (ascending) that a select of `budget` tokens returns: all of them when they fit, else the sink, the
-	// recent window and the highest importance (scores: positions x kv_heads) summed over the heads.
-	static std::vector<uint32_t> aerp_selection(const policy::AerpParams &prm, std::span<const uint32_t> positions,
-						    std::span<const float> scores, uint32_t n_total, uint32_t budget);
 	// A layer's compressed memory; nullptr without the option, or before the layer evicted anything.
 	const policy::CompressedMemory *memory(uint32_t layer) const
 	{

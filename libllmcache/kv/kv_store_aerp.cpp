@@ -23,8 +23,6 @@
 
 #include "kv/kv_trace.hpp"
 
-#include "kv/policy_select.hpp"
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -231,34 +229,6 @@ void KvStore::aerp_rows(uint32_t layer, size_t i, uint8_t *k, uint8_t *v)
 		}
 }
 
-std::vector<uint32_t> KvStore::aerp_selection(const policy::AerpParams &prm, std::span<const uint32_t> positions,
-					      std::span<const float> scores, uint32_t n_total, uint32_t budget)
-{
-	const uint32_t H = prm.kv_heads, n = (uint32_t)positions.size();
-	std::vector<uint32_t> idx;
-	if (n <= budget) {
-		idx.resize(n);
-		for (uint32_t i = 0; i < n; i++)
-			idx[i] = i;
-		return idx;
-	}
-	// The select's own budget is smaller than what AERP keeps: the best of it, by summed importance.
-	uint32_t sink = 0, recent = 0;
-	for (uint32_t p : positions) {
-		sink += p < prm.sink_tokens;
-		recent += p >= prm.sink_tokens && policy::aerp_always_kept(prm, p, n_total);
-	}
-	const policy::SelectPlan plan = policy::plan_select(n, sink, recent, budget);
-	std::vector<csd_score> sc;
-	for (uint32_t i = plan.sink; i < plan.recent_from; i++) {
-		float s = 0;
-		for (uint32_t h = 0; h < H; h++)
-			s += scores[(size_t)i * H + h];
-		sc.push_back({i, s});
-	}
-	return policy::select_tokens(plan, sc);
-}
-
 int KvStore::aerp_select(KvSelection &out)
 {
 	const Pending &pd = pending_;
@@ -291,7 +261,7 @@ int KvStore::aerp_select(KvSelection &out)
 	if (trace_)
 		trace_->logits(layer, pd.budget, (uint32_t)n, logits);
 	policy::accumulate_importance(prm, (uint32_t)n, logits, L.kept, L.score);
-	const std::vector<uint32_t> idx = aerp_selection(prm, L.pos, L.score, n_total, pd.budget);
+	const std::vector<uint32_t> idx = policy::select_retained(prm, L.pos, L.score, n_total, pd.budget);
 	out.positions.resize(idx.size());
 	out.k.resize(idx.size() * row);
 	out.v.resize(idx.size() * row);

@@ -2,6 +2,7 @@
 #include "kv/policy_aerp.hpp"
 
 #include "csd/kernels/kernel_common.h"
+#include "kv/policy_select.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -199,6 +200,34 @@ void recompute(const void *x, uint32_t dtype, const float *w, uint32_t d_model, 
 		const uint16_t h = dtype == CSD_FP16 ? float_to_half(acc[j]) : float_to_bf16(acc[j]);
 		std::memcpy(o + 2ull * j, &h, 2);
 	}
+}
+
+std::vector<uint32_t> select_retained(const AerpParams &prm, std::span<const uint32_t> positions, std::span<const float> scores,
+				      uint32_t n_total, uint32_t budget)
+{
+	const uint32_t H = prm.kv_heads, n = (uint32_t)positions.size();
+	std::vector<uint32_t> idx;
+	if (n <= budget) {
+		idx.resize(n);
+		for (uint32_t i = 0; i < n; i++)
+			idx[i] = i;
+		return idx;
+	}
+	// The select's own budget is smaller than what AERP keeps: the best of it, by summed importance.
+	uint32_t sink = 0, recent = 0;
+	for (uint32_t p : positions) {
+		sink += p < prm.sink_tokens;
+		recent += p >= prm.sink_tokens && aerp_always_kept(prm, p, n_total);
+	}
+	const SelectPlan plan = plan_select(n, sink, recent, budget);
+	std::vector<csd_score> sc;
+	for (uint32_t i = plan.sink; i < plan.recent_from; i++) {
+		float s = 0;
+		for (uint32_t h = 0; h < H; h++)
+			s += scores[(size_t)i * H + h];
+		sc.push_back({i, s});
+	}
+	return select_tokens(plan, sc);
 }
 
 } // namespace llmcache::kv::policy

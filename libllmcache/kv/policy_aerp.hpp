@@ -67,6 +67,12 @@ struct Eviction {
 std::vector<Eviction> evict(const AerpParams &prm, std::span<const uint32_t> positions, uint32_t n_total,
 			    std::span<uint8_t> kept, std::span<const float> scores);
 
+// A select over a layer's retained tokens (positions ascending, scores: positions x kv_heads): the
+// indices it returns, all of them when they fit the budget, else the sink, the recent window and the
+// highest importance summed over the heads. The store's select and the KV replay both run it.
+std::vector<uint32_t> select_retained(const AerpParams &prm, std::span<const uint32_t> positions, std::span<const float> scores,
+				      uint32_t n_total, uint32_t budget);
+
 // out[j] = x . W[:, j] for j < cols: x has d_model elements of dtype (csd_dtype), W is d_model x cols
 // fp32, row-major; out gets cols elements of dtype. See the header comment for the exact arithmetic.
 void recompute(const void *x, uint32_t dtype, const float *w, uint32_t d_model, uint32_t cols, void *out);
