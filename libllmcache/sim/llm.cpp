@@ -26,25 +26,6 @@
 // no probation and keeps its pins whole (Documentation/design/policy-core.md, "Retouching loops").
 // The core is told each access's request length, the length of the trace record it came from, as the
 // module and the daemon tell it theirs: a window faulted again is one access, not a loop (rule 3).
-//
-// Two rules weigh blocks against the pins with per-block history the core does not keep (it keeps a few
-// words per sequence; the kernel has it in the page cache's shadow entries and referenced bits):
-// - Ghosts and an adaptive HOT target (ARC's p). The last capacity/2 blocks dropped from the unpinned
-//   part (a scan's, HOT's, an orphan's or the probation's victim, or a SEQ/HOT miss refused) are
-//   remembered with the time of their last access. A miss on such a block that comes back within half
-//   the period of the loop holding the most pins (one slot for it then earns at least two of that
-//   loop's hits) is admitted to the HOT LRU list, where it stays on hits, and raises the HOT target by
-//   one block: one more unpinned slot would have hit. The target drops by one block when a pin at the
-//   margin would have hit: a refused loop block at most capacity/2 blocks above its loop's highest
-//   resident block, or a miss on one of the last capacity/4 pins released to make room for HOT. The
-//   target replaces the fixed HOT reserve in the eviction order, between the reserve (its floor) and half
-//   the cache. A trace whose dropped blocks do not come back soon (a read() engine) keeps the target
-//   at the reserve and today's behaviour.
-// - Stale pins. At each iteration start of a loop, its resident blocks not accessed during its last
-//   three iterations become orphans (evicted first; a hit moves one back): the head of a weights loop
-//   that an engine reads one row per token (the token embedding) is pinned by the plan, lowest blocks
-//   first, but earns about one hit per token for a thousand blocks. Three, not one: a prompt pass walks
-//   a matrix several times, each walk an iteration that leaves out blocks the next one reads.
 #include "policies.hpp"
 
 #include <algorithm>
@@ -72,18 +53,12 @@ constexpr uint8_t probation_class = LLMCACHE_NR_CLASSES; // its own count in res
 constexpr uint64_t probation_max_blocks = 32; // two 16-block fault-around windows
 constexpr uint64_t probation_min_blocks = 16; // less than one window catches too little to pay for itself
 constexpr uint64_t probation_share = 100;     // and at most 1% of the cache
-constexpr uint64_t ghost_share = 2;           // ghosts of unpinned blocks: the last capacity/2 dropped
-constexpr uint64_t released_share = 4;        // ghosts of pins released for HOT: the last capacity/4
-constexpr uint64_t hot_target_max_share = 2;  // the HOT target stays under half the cache
-constexpr uint64_t stale_iterations = 3;      // a pin untouched for this many iterations is released
-constexpr uint64_t never = ~uint64_t(0);
 
 class LlmPolicy final : public Policy {
 public:
 	LlmPolicy(uint64_t capacity, const PolicyOptions &opt)
 		: Policy(capacity), index_(capacity), key_(capacity), seq_of_(capacity), prev_(capacity),
-		  next_(capacity), lists_(probation_list + 1), last_vt_(capacity), kept_hot_(capacity),
-		  ghosts_(capacity / ghost_share + capacity / released_share)
+		  next_(capacity), lists_(probation_list + 1)
 	{
 		llc_config cfg;
 		llc_config_default(&cfg);
@@ -105,11 +80,6 @@ public:
 		cls_.assign(probation_list + 1, LLMCACHE_CLASS_SEQ);
 		cls_[hot_list] = LLMCACHE_CLASS_HOT;
 		cls_[probation_list] = probation_class;
-		hot_target_ = hot_reserve_;
-		hot_target_max_ = std::max(hot_reserve_, capacity / hot_target_max_share);
-		dropped_.init(capacity / ghost_share);
-		released_.init(capacity / released_share);
-		iter_seen_.assign(size_t(hot_list) * (stale_iterations + 1), never);
 	}
 	~LlmPolicy() override { std::free(mem_); }
 
@@ -125,26 +95,17 @@ public:
 	bool access(const Request &r) override
 	{
 		llc_verdict v = llc_access_req(core_, key_file(r.key), key_block(r.key), request_blocks(r), r.time_ns);
-		uint64_t now = llc_vtime(core_);
 		sync_sequence(v);
-		if (v.cls == LLMCACHE_CLASS_LOOP)
-			release_stale(v.seq);
 		stats_.accesses[v.cls]++;
 		uint32_t *slot = index_.find(r.key);
 		if (slot) {
 			stats_.hits[v.cls]++;
-			last_vt_[*slot] = now;
 			refile(*slot, v);
 			return true;
 		}
-		if (ghost_hit(r.key, now))
-			return keep_hot(r.key, v, now);
-		if (used_ == capacity_ && !make_room(r.key, v, v.cls == LLMCACHE_CLASS_HOT)) {
-			if (v.cls != LLMCACHE_CLASS_LOOP)
-				dropped_.add(ghosts_, r.key, now, false);
+		if (used_ == capacity_ && !make_room(r.key, v))
 			return probation(r.key, v); // the block would be the next victim: bypass, or probation
-		}
-		last_vt_[admit(r.key, v)] = now;
+		admit(r.key, v);
 		return false;
 	}
 
@@ -152,32 +113,6 @@ private:
 	struct List {
 		uint32_t head = nil, tail = nil;
 		uint64_t count = 0;
-	};
-
-	// A block dropped from the cache: when, and the time of its last access.
-	struct Ghost {
-		uint64_t stamp = 0, last_vt = 0;
-		bool released = false; // a pin released for HOT, else an unpinned block
-	};
-
-	// The last `cap` blocks dropped of one kind, oldest overwritten first; the blocks themselves are in
-	// ghosts_, shared by both rings and keyed by block: an entry is live while its ring's slot names it.
-	struct GhostRing {
-		std::vector<std::pair<uint64_t, uint64_t>> slots; // key, stamp
-		uint64_t stamp = 0;
-		void init(uint64_t cap) { slots.assign(cap, {0, 0}); }
-		void add(util::FlatMap<Ghost> &ghosts, uint64_t key, uint64_t last_vt, bool released)
-		{
-			if (slots.empty())
-				return;
-			auto &[old_key, old_stamp] = slots[stamp % slots.size()];
-			if (stamp >= slots.size())
-				if (const Ghost *g = ghosts.find(old_key); g && g->stamp == old_stamp && g->released == released)
-					ghosts.erase(old_key);
-			old_key = key;
-			old_stamp = ++stamp;
-			ghosts.put(key, Ghost{old_stamp, last_vt, released});
-		}
 	};
 
 	// The length of the trace record r came from, for the core's re-read rule (llc_access_req()): the run of
@@ -201,81 +136,6 @@ private:
 		return run_end_ - run_start_;
 	}
 
-	// A miss on a ghost: adjusts the HOT target, and says whether the block is to be kept in HOT.
-	bool ghost_hit(uint64_t key, uint64_t now)
-	{
-		Ghost *p = ghosts_.find(key);
-		if (!p)
-			return false;
-		Ghost g = *p;
-		ghosts_.erase(key);
-		if (g.released) {
-			lower_hot_target(); // a released pin would have hit
-			return false;
-		}
-		if (now - g.last_vt >= margin_period() / 2)
-			return false; // no sooner than the margin loop's pins: it is worth no more than one
-		if (hot_target_ < hot_target_max_)
-			hot_target_++;
-		return true;
-	}
-
-	void lower_hot_target()
-	{
-		if (hot_target_ > hot_reserve_)
-			hot_target_--;
-	}
-
-	// The period of the loop holding the most resident blocks (the pins a larger HOT would take), or never.
-	uint64_t margin_period() const
-	{
-		uint64_t most = 0, period = never;
-		for (uint16_t id = llc_first(core_, LLMCACHE_CLASS_LOOP); id; id = llc_next(core_, id))
-			if (cls_[id] == LLMCACHE_CLASS_LOOP && lists_[id].count > most) {
-				most = lists_[id].count;
-				uint64_t p = llc_seq_get(core_, id)->period_vt;
-				period = p ? p : never;
-			}
-		return period;
-	}
-
-	// Admit a ghost that came back to the HOT LRU list, kept there on hits. Always a miss.
-	bool keep_hot(uint64_t key, const llc_verdict &v, uint64_t now)
-	{
-		llc_verdict h = v;
-		h.cls = LLMCACHE_CLASS_HOT;
-		if (used_ == capacity_ && !make_room(key, h, true)) {
-			dropped_.add(ghosts_, key, now, false);
-			return false;
-		}
-		uint32_t slot = admit_to(key, hot_list);
-		kept_hot_[slot] = 1;
-		last_vt_[slot] = now;
-		return false;
-	}
-
-	// At an iteration start of loop `seq`: its resident blocks not accessed during its last
-	// stale_iterations iterations become orphans (the file's header comment, "Stale pins").
-	void release_stale(uint32_t seq)
-	{
-		const llc_seq *s = llc_seq_get(core_, uint16_t(seq));
-		uint64_t *seen = &iter_seen_[size_t(seq) * (stale_iterations + 1)]; // newest first
-		if (seen[0] == s->iter_start_vt)
-			return;
-		for (uint64_t i = stale_iterations; i > 0; i--)
-			seen[i] = seen[i - 1];
-		seen[0] = s->iter_start_vt;
-		uint64_t since = seen[stale_iterations];
-		if (since == never || since < s->created_vt)
-			return;
-		for (uint32_t slot = lists_[seq].head; slot != nil;) {
-			uint32_t next = next_[slot];
-			if (last_vt_[slot] < since)
-				move(slot, orphan_seq);
-			slot = next;
-		}
-	}
-
 	uint32_t list_of(const llc_verdict &v) const { return v.cls == LLMCACHE_CLASS_HOT ? hot_list : v.seq; }
 
 	// Follow the core: a reused sequence id, a class change, a HOT run promoted to SEQ.
@@ -285,7 +145,6 @@ private:
 		if (gen_[v.seq] != s->created_vt) {
 			orphan_all(v.seq);
 			gen_[v.seq] = s->created_vt;
-			std::fill_n(&iter_seen_[size_t(v.seq) * (stale_iterations + 1)], stale_iterations + 1, never);
 			cls_[v.seq] = v.cls;
 			if (v.cls == LLMCACHE_CLASS_SEQ)
 				queue_scan(v.seq);
@@ -299,7 +158,7 @@ private:
 			// Its earlier blocks sit in the HOT list: a promoted run is short, look them up.
 			for (uint64_t b = s->start; b <= s->end; b++)
 				if (uint32_t *slot = index_.find(request_key(uint32_t(s->file), b)))
-					if (seq_of_[*slot] == hot_list && !kept_hot_[*slot])
+					if (seq_of_[*slot] == hot_list)
 						move(*slot, v.seq);
 		} else {
 			resident_[was] -= lists_[v.seq].count;
@@ -327,7 +186,7 @@ private:
 
 	void refile(uint32_t slot, const llc_verdict &v)
 	{
-		uint32_t want = kept_hot_[slot] ? hot_list : list_of(v);
+		uint32_t want = list_of(v);
 		if (seq_of_[slot] != want)
 			move(slot, want);
 		else if (want == hot_list)
@@ -365,9 +224,9 @@ private:
 		link(slot, list);
 	}
 
-	uint32_t admit(uint64_t key, const llc_verdict &v) { return admit_to(key, list_of(v)); }
+	void admit(uint64_t key, const llc_verdict &v) { admit_to(key, list_of(v)); }
 
-	uint32_t admit_to(uint64_t key, uint32_t list)
+	void admit_to(uint64_t key, uint32_t list)
 	{
 		uint32_t slot = free_;
 		free_ = next_[slot];
@@ -375,7 +234,6 @@ private:
 		index_.put(key, slot);
 		link(slot, list);
 		used_++;
-		return slot;
 	}
 
 	// A refused block of a retouching loop goes into the probation FIFO (the file's header comment).
@@ -387,7 +245,7 @@ private:
 			return false;
 		List &p = lists_[probation_list];
 		if (p.count >= probation_cap_) {
-			evict(p.head, false);
+			evict(p.head);
 		} else {
 			// Room from the usual order, as for a HOT block: a scan, HOT over its reserve, or the
 			// highest block of the longest-period loop (a pin less, while the probation fills).
@@ -396,22 +254,15 @@ private:
 			if (!make_room(key, h)) {
 				if (!p.count)
 					return false;
-				evict(p.head, false);
+				evict(p.head);
 			}
 		}
-		last_vt_[admit_to(key, probation_list)] = llc_vtime(core_);
+		admit_to(key, probation_list);
 		return false;
 	}
 
-	// Evict a block; remember it as a ghost unless it is a loop's (the pin plan's business), or as a
-	// released pin when it left a loop to make room for HOT. The probation's blocks are remembered.
-	void evict(uint32_t slot, bool released)
+	void evict(uint32_t slot)
 	{
-		if (released)
-			released_.add(ghosts_, key_[slot], last_vt_[slot], true);
-		else if (cls_[seq_of_[slot]] != LLMCACHE_CLASS_LOOP)
-			dropped_.add(ghosts_, key_[slot], last_vt_[slot], false);
-		kept_hot_[slot] = 0;
 		unlink(slot);
 		index_.erase(key_[slot]);
 		next_[slot] = free_;
@@ -447,14 +298,12 @@ private:
 	}
 
 	// Evict the next victim to admit `key`, or return false when `key` itself would be that victim.
-	// for_hot: the block is to go to the HOT list, so a loop block evicted for it is a released pin.
-	bool make_room(uint64_t key, const llc_verdict &v, bool for_hot = false)
+	bool make_room(uint64_t key, const llc_verdict &v)
 	{
 		uint64_t with_new[LLMCACHE_NR_CLASSES] = {resident_[0], resident_[1], resident_[2]};
 		with_new[v.cls]++;
 		uint32_t victim_list = nil;
-		bool released = false;
-		switch (llc_evict_class(with_new, hot_target_)) {
+		switch (llc_evict_class(with_new, hot_reserve_)) {
 		case LLMCACHE_CLASS_SEQ:
 			victim_list = oldest_scan();
 			if (v.cls == LLMCACHE_CLASS_SEQ && (victim_list == nil || victim_list == v.seq))
@@ -465,17 +314,10 @@ private:
 			break;
 		case LLMCACHE_CLASS_LOOP:
 			victim_list = longest_loop(v.cls == LLMCACHE_CLASS_LOOP ? v.seq : nil);
-			if (v.cls == LLMCACHE_CLASS_LOOP && victim_list == nil)
-				return false;
-			if (v.cls == LLMCACHE_CLASS_LOOP && victim_list == v.seq) {
-				uint64_t highest = key_block(key_[lists_[victim_list].tail]);
-				if (key_block(key) > highest) {
-					if (key_block(key) - highest <= capacity_ / ghost_share)
-						lower_hot_target(); // one more pin at the margin would have hit
-					return false; // pin the loop's lowest blocks: this one is above them
-				}
-			}
-			released = for_hot;
+			if (v.cls == LLMCACHE_CLASS_LOOP &&
+			    (victim_list == nil ||
+			     (victim_list == v.seq && key_block(key) > key_block(key_[lists_[victim_list].tail]))))
+				return false; // pin the loop's lowest blocks: this one is above them
 			break;
 		default:
 			break;
@@ -483,7 +325,7 @@ private:
 		if (victim_list == nil)
 			return false;
 		List &l = lists_[victim_list];
-		evict(victim_list == hot_list ? l.head : l.tail, released);
+		evict(victim_list == hot_list ? l.head : l.tail);
 		return true;
 	}
 
@@ -501,12 +343,6 @@ private:
 	std::vector<uint8_t> queued_;                // per sequence id: in seq_age_
 	uint64_t resident_[LLMCACHE_NR_CLASSES + 1] = {}; // per class, then the probation
 	uint64_t hot_reserve_ = 0;
-	uint64_t hot_target_ = 0, hot_target_max_ = 0; // HOT's share of the order: from the reserve up, by ghosts
-	std::vector<uint64_t> last_vt_;                 // per slot: the core's vtime of its last access
-	std::vector<uint8_t> kept_hot_;                 // per slot: a ghost that came back, kept in HOT on hits
-	util::FlatMap<Ghost> ghosts_;
-	GhostRing dropped_, released_;
-	std::vector<uint64_t> iter_seen_; // per sequence id: its iteration start and the stale_iterations before
 	uint64_t probation_cap_ = 0;
 	uint64_t used_ = 0;
 	uint32_t free_ = nil;
