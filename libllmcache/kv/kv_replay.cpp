@@ -100,27 +100,12 @@ void KvAerpModel::append(uint32_t layer, bool x, std::vector<KvTraceEvent> &deci
 			e.pairs.push_back({L.pos[v.token], v.head});
 		decisions.push_back(std::move(e));
 	}
-	size_t w = 0; // tokens that no head keeps are gone
-	for (size_t i = 0; i < L.pos.size(); i++) {
-		const uint8_t *kb = &L.kept[i * H];
-		if (std::none_of(kb, kb + H, [](uint8_t b) { return b != 0; })) {
-			fig_.aerp_evicted_tokens++;
-			continue;
-		}
-		if (w != i) {
-			L.pos[w] = L.pos[i];
-			std::copy(kb, kb + H, &L.kept[w * H]);
-			std::copy(&L.score[i * H], &L.score[i * H] + H, &L.score[w * H]);
-			L.form[w] = L.form[i];
-			L.has_x[w] = L.has_x[i];
-		}
-		w++;
-	}
-	L.pos.resize(w);
-	L.kept.resize(w * H);
-	L.score.resize(w * H);
-	L.form.resize(w);
-	L.has_x.resize(w);
+	fig_.aerp_evicted_tokens += policy::drop_unkept(H, L.pos, L.kept, L.score, [&](size_t from, size_t to) {
+		L.form[to] = L.form[from];
+		L.has_x[to] = L.has_x[from];
+	}); // tokens that no head keeps are gone
+	L.form.resize(L.pos.size());
+	L.has_x.resize(L.pos.size());
 }
 
 int KvAerpModel::select(const KvTraceEvent &l, std::vector<KvTraceEvent> &decisions, std::string &err)

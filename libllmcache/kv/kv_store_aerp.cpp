@@ -130,25 +130,9 @@ int KvStore::aerp_append(uint32_t layer, const void *k, const void *v, const voi
 		}
 	}
 	// Tokens that no head keeps are gone.
-	size_t w = 0;
-	for (size_t i = 0; i < L.pos.size(); i++) {
-		const uint8_t *kb = &L.kept[i * H];
-		if (std::none_of(kb, kb + H, [](uint8_t b) { return b != 0; })) {
-			stats_.aerp_evicted_tokens++;
-			continue;
-		}
-		if (w != i) {
-			L.pos[w] = L.pos[i];
-			std::copy(kb, kb + H, &L.kept[w * H]);
-			std::copy(&L.score[i * H], &L.score[i * H] + H, &L.score[w * H]);
-			L.tok[w] = std::move(L.tok[i]);
-		}
-		w++;
-	}
-	L.pos.resize(w);
-	L.kept.resize(w * H);
-	L.score.resize(w * H);
-	L.tok.resize(w);
+	stats_.aerp_evicted_tokens += policy::drop_unkept(H, L.pos, L.kept, L.score,
+							  [&](size_t from, size_t to) { L.tok[to] = std::move(L.tok[from]); });
+	L.tok.resize(L.pos.size());
 	return 0;
 }
 

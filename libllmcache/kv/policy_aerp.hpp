@@ -56,6 +56,39 @@ void accumulate_importance(const AerpParams &prm, uint32_t n, std::span<const fl
 uint32_t popularity(const AerpParams &prm, std::span<const uint32_t> positions, uint32_t n_total, size_t i,
 		    std::span<const uint8_t> kept, std::span<const float> scores);
 
+// Drops the tokens that no KV head keeps any more from positions, kept and scores, keeping the order;
+// move(from, to) is called for every surviving token that moves, so that the caller moves its own
+// per-token state alike and then resizes it to positions.size(). Returns how many were dropped.
+template <class Move>
+size_t drop_unkept(uint32_t kv_heads, std::vector<uint32_t> &positions, std::vector<uint8_t> &kept,
+		   std::vector<float> &scores, Move move)
+{
+	const uint32_t H = kv_heads;
+	size_t w = 0;
+	for (size_t i = 0; i < positions.size(); i++) {
+		const uint8_t *kb = &kept[i * H];
+		bool any = false;
+		for (uint32_t h = 0; h < H; h++)
+			any |= kb[h] != 0;
+		if (!any)
+			continue;
+		if (w != i) {
+			positions[w] = positions[i];
+			for (uint32_t h = 0; h < H; h++) {
+				kept[w * H + h] = kb[h];
+				scores[w * H + h] = scores[i * H + h];
+			}
+			move(i, w);
+		}
+		w++;
+	}
+	const size_t dropped = positions.size() - w;
+	positions.resize(w);
+	kept.resize(w * H);
+	scores.resize(w * H);
+	return dropped;
+}
+
 // Whether a token kept in kept_heads KV heads stores its input vector instead of K and V.
 bool aerp_store_input(const AerpParams &prm, uint32_t kept_heads);
 
