@@ -48,6 +48,7 @@
 struct llc_chunk {
 	uint64_t file;
 	uint64_t base; /* block >> 6 */
+	uint64_t touched_vt; /* virtual time of the last access to any of its blocks */
 	uint32_t lru_prev, lru_next;
 	uint16_t seq[LLC_CHUNK_BLOCKS];
 };
@@ -233,6 +234,7 @@ static struct llc_chunk *chunk_get(struct llc_core *c, uint64_t file, uint64_t b
 			chunk_lru_append(c, id);
 		}
 		c->last_chunk = id;
+		c->chunks[id].touched_vt = c->vtime;
 		return &c->chunks[id];
 	}
 	slot = chunk_slot(c, file, base);
@@ -249,6 +251,7 @@ static struct llc_chunk *chunk_get(struct llc_core *c, uint64_t file, uint64_t b
 	zero(&c->chunks[id], sizeof(c->chunks[id]));
 	c->chunks[id].file = file;
 	c->chunks[id].base = base;
+	c->chunks[id].touched_vt = c->vtime;
 	chunk_lru_append(c, id);
 	c->last_chunk = id;
 	return &c->chunks[id];
@@ -713,7 +716,7 @@ uint64_t llc_access_extend(struct llc_core *c, uint64_t file, uint64_t block, ui
 			s->end = s->cursor;
 	}
 	c->vtime += k;
-	s->last_vt = c->vtime;
+	s->last_vt = ch->touched_vt = c->vtime;
 	c->stats[LLMCACHE_STAT_ACCESSES] += k;
 	c->stats[LLMCACHE_STAT_SEQ_BLOCKS + s->cls] += k;
 	return k;
@@ -762,23 +765,77 @@ enum llmcache_class llc_evict_class(const uint64_t resident[LLMCACHE_NR_CLASSES]
 	return LLMCACHE_CLASS_LOOP;
 }
 
+/*
+ * Parts of a loop that its iterations pass over. A model file's loop runs from its header to its end,
+ * but an engine reads one row a token of the token embedding at its start: pinned from its lowest block
+ * up, the loop would hold the whole embedding for about one hit a token. So a chunk of a loop none of
+ * whose blocks was accessed in the LLC_COLD_PERIODS periods before the loop's current iteration began
+ * is cold, and the pin plan leaves it out (Documentation/design/policy-core.md, "Cold chunks"). Judged
+ * at the iteration's start, not now: a loop that stopped keeps the chunks it had (its place in the order
+ * is what releases it, age_loops()). A chunk the index no longer holds was forgotten as the least
+ * recently accessed: cold. A loop whose period is not measured yet has no cold chunks.
+ */
+#define LLC_COLD_PERIODS 2
+
+static bool chunk_cold(const struct llc_core *c, const struct llc_seq *s, uint64_t base)
+{
+	uint32_t id;
+
+	if (!s->period_vt)
+		return false;
+	id = *chunk_slot(c, s->file, base);
+	return id == LLC_NONE || c->chunks[id].touched_vt + LLC_COLD_PERIODS * s->period_vt < s->iter_start_vt;
+}
+
+bool llc_block_cold(const struct llc_core *c, uint16_t seq, uint64_t block)
+{
+	const struct llc_seq *s = llc_seq_get(c, seq);
+
+	return s && s->cls == LLMCACHE_CLASS_LOOP && s->start <= block && block <= s->end &&
+	       chunk_cold(c, s, block / LLC_CHUNK_BLOCKS);
+}
+
 uint32_t llc_pin_plan(const struct llc_core *c, uint64_t budget_blocks, struct llc_pin_range *out,
 		      uint32_t max)
 {
 	uint16_t id = c->lists[LLMCACHE_CLASS_LOOP].tail; /* shortest period first */
+	uint64_t walk = c->cfg.max_chunks; /* chunk lookups left: the walk is bounded by what the index holds */
 	uint32_t n = 0;
 
-	for (; id && budget_blocks && n < max; id = c->seqs[id].list_prev) {
+	for (; id && budget_blocks; id = c->seqs[id].list_prev) {
 		const struct llc_seq *s = &c->seqs[id];
-		uint64_t len = s->end - s->start + 1;
-		uint64_t take = len < budget_blocks ? len : budget_blocks;
+		uint64_t block = s->start;
 
-		out[n].file = s->file;
-		out[n].first = s->start;
-		out[n].count = take;
-		out[n].seq = id;
-		n++;
-		budget_blocks -= take;
+		while (block <= s->end && budget_blocks) {
+			uint64_t chunk_last = (block / LLC_CHUNK_BLOCKS + 1) * LLC_CHUNK_BLOCKS - 1;
+			uint64_t last = chunk_last < s->end ? chunk_last : s->end;
+			uint64_t take = last - block + 1;
+			bool cold = false;
+
+			if (walk) {
+				walk--;
+				cold = chunk_cold(c, s, block / LLC_CHUNK_BLOCKS);
+			}
+			if (cold) {
+				block = last + 1;
+				continue;
+			}
+			if (take > budget_blocks)
+				take = budget_blocks;
+			if (n && out[n - 1].seq == id && out[n - 1].first + out[n - 1].count == block) {
+				out[n - 1].count += take;
+			} else {
+				if (n == max)
+					return n;
+				out[n].file = s->file;
+				out[n].first = block;
+				out[n].count = take;
+				out[n].seq = id;
+				n++;
+			}
+			budget_blocks -= take;
+			block += take;
+		}
 	}
 	return n;
 }

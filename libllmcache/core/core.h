@@ -129,9 +129,12 @@ enum llmcache_class llc_evict_class(const uint64_t resident[LLMCACHE_NR_CLASSES]
 
 /*
  * Pin plan: loops in order of increasing period, each pinned from its lowest block up, until the budget
- * is spent. Writes at most max ranges [first, first + count) and returns how many it wrote. A smaller
- * budget always yields a plan contained in the larger one's, so shrinking releases the highest blocks
- * of the longest-period loops first. O(loops).
+ * is spent, leaving out the chunks of a loop that no access reached in the two periods before its
+ * current iteration began (cold: a part its iterations pass over, such as a model's token embedding;
+ * core.c, LLC_COLD_PERIODS). Writes at most max ranges [first, first + count) and returns how many it
+ * wrote. A smaller budget always yields a plan contained in the larger one's, so shrinking releases the
+ * highest blocks of the longest-period loops first. O(loops + the index chunks of the loops walked), the
+ * chunks at most max_chunks (past that, none is cold).
  */
 struct llc_pin_range {
 	uint64_t file;
@@ -141,6 +144,9 @@ struct llc_pin_range {
 };
 uint32_t llc_pin_plan(const struct llc_core *c, uint64_t budget_blocks, struct llc_pin_range *out,
 		      uint32_t max);
+
+/* Whether block lies in a cold chunk of LOOP seq, one that the pin plan leaves out. */
+bool llc_block_cold(const struct llc_core *c, uint16_t seq, uint64_t block);
 
 /*
  * Sizing rule, in integers. N and S in blocks, bandwidth in blocks per second, T in nanoseconds.

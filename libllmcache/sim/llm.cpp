@@ -96,6 +96,8 @@ public:
 	{
 		llc_verdict v = llc_access_req(core_, key_file(r.key), key_block(r.key), request_blocks(r), r.time_ns);
 		sync_sequence(v);
+		if (v.event == LLC_EV_ITERATION)
+			release_cold(v.seq);
 		stats_.accesses[v.cls]++;
 		uint32_t *slot = index_.find(r.key);
 		if (slot) {
@@ -176,6 +178,24 @@ private:
 			return;
 		queued_[seq] = 1;
 		seq_age_.push_back(seq);
+	}
+
+	// A new iteration of loop seq: its resident blocks in cold chunks, which the core's pin plan leaves
+	// out, are no longer pins: they become orphans, the first to go.
+	void release_cold(uint32_t seq)
+	{
+		uint64_t chunk = ~uint64_t(0);
+		bool cold = false;
+		for (uint32_t slot = lists_[seq].head, next; slot != nil; slot = next) {
+			next = next_[slot];
+			const uint64_t block = key_block(key_[slot]);
+			if (block / LLC_CHUNK_BLOCKS != chunk) {
+				chunk = block / LLC_CHUNK_BLOCKS;
+				cold = llc_block_cold(core_, uint16_t(seq), block);
+			}
+			if (cold)
+				move(slot, orphan_seq);
+		}
 	}
 
 	void orphan_all(uint32_t seq)

@@ -1673,6 +1673,49 @@ static struct llmcache_ioc_kv_stats kv_sample(void)
 	return st;
 }
 
+/*
+ * A model file's loop whose head (blocks 64-255, a token embedding) its iterations pass over: each
+ * iteration reads block 0 and blocks 256-1023. Once those chunks have gone untouched for two periods the
+ * core's pin plan leaves them out and the budget of 512 pins [0, 64) and [256, 704) (core.h, llc_pin_plan).
+ */
+TEST_F_TIMEOUT(llmcache, cold_chunks_unpinned, 180)
+{
+	char path[256], page[4096];
+	static char buf[128 << 10];
+	struct llmcache_ioc_loops req;
+	struct llmcache_loop loops[4];
+	int fd = scratch_file("embedding", 1024, path, sizeof(path)), i;
+	off_t off;
+
+	ASSERT_LE(0, fd);
+	drop_caches();
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
+	ASSERT_EQ(0, sysfs_write("pin_budget", "2097152"));
+	ASSERT_EQ(0, sweep(fd, 1024 * 4096, 2));
+	for (i = 0; i < 6; i++) { /* no pause: an iteration within a quarter period is no restart (core.c) */
+		ASSERT_EQ(sizeof(page), pread(fd, page, sizeof(page), 0));
+		for (off = 256 * 4096; off < 1024 * 4096; off += sizeof(buf))
+			ASSERT_EQ(sizeof(buf), pread(fd, buf, sizeof(buf), off));
+	}
+	EXPECT_EQ(512, wait_pinned(512));
+	for (i = 0; i < 100; i++) { /* the pin worker follows the plan of the last iteration */
+		drop_caches();
+		if (resident(fd, 256, 448) == 448 && resident(fd, 64, 192) < 32)
+			break;
+		usleep(100000);
+	}
+	if (get_loops(self->dev, &req, loops, 4) == 0)
+		for (i = 0; i < (int)req.count; i++)
+			TH_LOG("loop %d: blocks %llu+%llu, %llu iterations, %llu pinned", i,
+			       (unsigned long long)loops[i].first_block, (unsigned long long)loops[i].blocks,
+			       (unsigned long long)loops[i].iterations, (unsigned long long)loops[i].pinned);
+	EXPECT_EQ(64, resident(fd, 0, 64)) TH_LOG("the chunk read every iteration lost its pins");
+	EXPECT_EQ(448, resident(fd, 256, 448)) TH_LOG("the budget did not go past the cold chunks");
+	EXPECT_GT(32, resident(fd, 64, 192)) TH_LOG("cold chunks stayed pinned");
+	close(fd);
+	unlink(path);
+}
+
 static void kv_expect(struct __test_metadata *_metadata, const struct llmcache_ioc_kv_stats *st)
 {
 	const char *pools[] = { "cpu", "storage" };

@@ -655,6 +655,65 @@ static void core_pin_plan__shorter_period_loops_first_from_lowest_block(void **s
 	free(c);
 }
 
+/*
+ * A model file's loop: its first 256 blocks (the token embedding) are read one block an iteration, the
+ * rest whole. Once chunks 1-3 have gone untouched for two periods they are cold: the plan leaves them out
+ * and spends their budget on the weights.
+ */
+static void core_pin_plan__chunks_cold_for_two_periods__left_out(void **state)
+{
+	struct llc_core *c = default_core();
+	struct llc_pin_range plan[4];
+	uint16_t loop;
+	uint32_t n;
+	int i;
+
+	sweep(c, FILE_A, 0, 640);
+	sweep(c, FILE_A, 0, 640); /* a loop of 640 blocks */
+	loop = llc_lookup(c, FILE_A, 0);
+	n = llc_pin_plan(c, 1000, plan, 4);
+	assert_int_equal(n, 1);
+	assert_int_equal(plan[0].count, 640); /* nothing cold yet */
+	sweep(c, FILE_A, 0, 1);
+	sweep(c, FILE_A, 256, 384); /* an iteration: one embedding row, then the weights */
+	assert_false(llc_block_cold(c, loop, 100)); /* untouched for 1.4 periods of 640 */
+	for (i = 0; i < 3; i++) {
+		sweep(c, FILE_A, 0, 1);
+		sweep(c, FILE_A, 256, 384);
+	}
+	assert_int_equal(llc_seq_get(c, loop)->period_vt, 385);
+	assert_true(llc_block_cold(c, loop, 64));
+	assert_true(llc_block_cold(c, loop, 255));
+	assert_false(llc_block_cold(c, loop, 0)); /* the row read every iteration keeps its chunk */
+	assert_false(llc_block_cold(c, loop, 256));
+	assert_false(llc_block_cold(c, loop, 640)); /* not in the loop */
+
+	n = llc_pin_plan(c, 1000, plan, 4);
+	assert_int_equal(n, 2);
+	assert_int_equal(plan[0].first, 0);
+	assert_int_equal(plan[0].count, 64);
+	assert_int_equal(plan[1].first, 256);
+	assert_int_equal(plan[1].count, 384);
+	assert_int_equal(plan[1].seq, loop);
+	n = llc_pin_plan(c, 100, plan, 4); /* the budget goes past the cold chunks */
+	assert_int_equal(n, 2);
+	assert_int_equal(plan[1].first, 256);
+	assert_int_equal(plan[1].count, 36);
+	assert_int_equal(llc_pin_plan(c, 1000, plan, 1), 1); /* never more than max ranges */
+	assert_int_equal(plan[0].count, 64);
+
+	sweep(c, FILE_B, 0, 3000); /* the loop stops: judged at its last iteration's start, nothing changes */
+	assert_true(llc_block_cold(c, loop, 64));
+	assert_false(llc_block_cold(c, loop, 256));
+	assert_int_equal(llc_pin_plan(c, 100, plan, 4), 2);
+
+	sweep(c, FILE_A, 64, 192); /* the embedding read whole again: warm */
+	n = llc_pin_plan(c, 1000, plan, 4);
+	assert_int_equal(n, 1);
+	assert_int_equal(plan[0].count, 640);
+	free(c);
+}
+
 /* 4 KiB blocks per second of a decimal MB/s figure, as llmcachectl converts them. */
 #define MBPS(x) ((uint64_t)(x) * 1000000 / 4096)
 #define MIB_BLOCKS(x) ((uint64_t)(x) * 256)
@@ -821,6 +880,7 @@ int main(void)
 		cmocka_unit_test(core_loop_order__period_jitter__order_kept),
 		cmocka_unit_test(core_evict_class__by_residency_and_reserve),
 		cmocka_unit_test(core_pin_plan__shorter_period_loops_first_from_lowest_block),
+		cmocka_unit_test(core_pin_plan__chunks_cold_for_two_periods__left_out),
 		cmocka_unit_test(sizing__watch_example__about_70MB_loop),
 		cmocka_unit_test(sizing__phone_example__356_to_612MB),
 		cmocka_unit_test(sizing__min_blocks__floor_and_clamp),

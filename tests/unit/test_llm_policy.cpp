@@ -174,6 +174,24 @@ void llm_access__retouching_loop__refused_blocks_hit_in_probation(void **)
 		assert_int_equal(clean.sweep(1, 0, n), c);
 }
 
+// A model file's loop whose head (blocks 64-255, a token embedding) its iterations pass over: each reads
+// block 0 and blocks 256-639. While the head is pinned, the 300-block cache hits block 0 and 256-299; once
+// its chunks are cold (two periods untouched, core.h) they go first, and the weights take their room.
+void llm_access__loop_head_passed_over__cold_chunks_released(void **)
+{
+	Run run(300);
+	run.sweep(0, 0, 640);
+	run.sweep(0, 0, 640); // a loop; 0-299 resident
+	auto iteration = [&run] { return run.sweep(0, 0, 1) + run.sweep(0, 256, 384); };
+	assert_int_equal(iteration(), 1 + 44); // the head's chunks were read 1.4 periods ago
+	// At this iteration's start, chunks 1 and 2 have not been read for more than two periods of 385:
+	// released, 128 blocks above 299 are admitted in their place; chunk 3 follows one iteration later.
+	assert_int_equal(iteration(), 1 + 44);
+	assert_int_equal(iteration(), 1 + 44 + 128);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(iteration(), 1 + 236);
+}
+
 void llm_access__capacity_one__works(void **)
 {
 	Run run(1);
@@ -207,6 +225,7 @@ int main()
 		cmocka_unit_test(llm_access__two_loops_same_period_with_jitter__pins_stay_put),
 		cmocka_unit_test(llm_access__scan_drained_then_continued__stays_evictable),
 		cmocka_unit_test(llm_access__retouching_loop__refused_blocks_hit_in_probation),
+		cmocka_unit_test(llm_access__loop_head_passed_over__cold_chunks_released),
 		cmocka_unit_test(llm_access__capacity_one__works),
 		cmocka_unit_test(llm_make__capacity_zero__rejected),
 	};

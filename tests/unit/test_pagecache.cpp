@@ -265,6 +265,41 @@ void manager__loop_read_three_times__pinned_within_budget_and_loop_reported(void
 	assert_int_equal(m->pinned_blocks(), 0);
 }
 
+// A loop whose head (blocks 64-255, a token embedding) its iterations pass over, read with read(): once
+// those chunks have gone untouched for two periods, the core's plan leaves them out (core.h) and the
+// budget of 300 blocks pins [0, 64) and [256, 492).
+void manager__loop_head_passed_over__cold_chunks_not_pinned(void **)
+{
+	const std::string path = make_file("embedding.bin", 640);
+	Options o;
+	o.pin_budget = 300 * BS;
+	o.manage = {path};
+	std::unique_ptr<Manager> m;
+	std::string err;
+	assert_int_equal(Manager::open(o, m, err), 0);
+	uint64_t t = 1'000'000'000;
+	for (int it = 0; it < 2; it++)
+		for (uint64_t b = 0; b < 640; b += 32, t += 1'000'000)
+			m->on_access(access_of(path, b, 32, t));
+	for (int it = 0; it < 5; it++) {
+		m->on_access(access_of(path, 0, 1, t += 1'000'000));
+		for (uint64_t b = 256; b < 640; b += 32, t += 1'000'000)
+			m->on_access(access_of(path, b, 32, t));
+	}
+	m->tick(t);
+	assert_int_equal(m->pinned_blocks(), 300);
+	const int fd = open(path.c_str(), O_RDONLY);
+	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); // what is not locked goes
+	close(fd);
+	std::unique_ptr<PinnedFile> f;
+	assert_int_equal(PinnedFile::open(path, f, err), 0);
+	assert_int_equal(f->resident(0, 64), 64);
+	assert_int_equal(f->resident(64, 192), 0);
+	assert_int_equal(f->resident(256, 236), 236);
+	assert_int_equal(f->resident(492, 148), 0);
+	m->release();
+}
+
 void manager__scan_idle__dropped_after_idle_not_before(void **)
 {
 	const std::string path = make_file("config.bin", 128);
@@ -314,6 +349,7 @@ int main(void)
 		cmocka_unit_test(pinned_file_apply__kept_ranges__stay_locked_outside_the_plan),
 		cmocka_unit_test(pinned_file_lock__dontneed_from_another_descriptor__pages_stay),
 		cmocka_unit_test(manager__loop_read_three_times__pinned_within_budget_and_loop_reported),
+		cmocka_unit_test(manager__loop_head_passed_over__cold_chunks_not_pinned),
 		cmocka_unit_test(manager__scan_idle__dropped_after_idle_not_before),
 		cmocka_unit_test(manager__unmanaged_and_missing_files__ignored_or_refused),
 	};
