@@ -12,6 +12,8 @@
  *     next iteration, even when it directly follows a neighbour's last block). A HOT sequence longer
  *     than hot_promote_blocks becomes SEQ;
  *   - else if B is in a SEQ sequence S: the scan is being re-read. From its start, S becomes a LOOP.
+ *     At its cursor, the scan goes on: requests that are not block-aligned begin in the block the last
+ *     one ended in (a model's tensors at 32-byte offsets read with read()), which is no re-read.
  *     From the middle, a *re-read* {B} starts: a HOT sequence that becomes a LOOP (not a SEQ) once it
  *     runs on past hot_promote_blocks and past the request that brings the block (llc_access_req(): a
  *     fault-around window faulted again is one access, not a loop), and then cuts S where it began. A
@@ -621,6 +623,8 @@ static struct llc_verdict rereference(struct llc_core *c, struct llc_chunk *ch, 
 			s->cursor = block;
 			v.cls = LLMCACHE_CLASS_LOOP;
 			v.event = LLC_EV_TO_LOOP;
+		} else if (block == s->cursor) {
+			v.event = LLC_EV_NOISE; /* a request that begins where the last one ended: the scan goes on */
 		} else {
 			v.seq = new_reread(c, ch, id, file, block, now_ns);
 			v.cls = LLMCACHE_CLASS_HOT;

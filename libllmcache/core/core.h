@@ -75,7 +75,8 @@ enum llc_event {
 	LLC_EV_REREAD,       /* a SEQ re-read from the middle: a HOT re-read that is a LOOP if it runs on */
 	LLC_EV_ITERATION,    /* a LOOP restarted from its first block, or jumped back from its end: a new iteration */
 	LLC_EV_SKIP,         /* a forward jump inside a SEQ or LOOP */
-	LLC_EV_NOISE,        /* a backward re-reference inside a LOOP that is not a restart */
+	LLC_EV_NOISE,        /* a backward re-reference inside a LOOP that is not a restart, or a scan's last
+			      * block again (a request that begins where the last one ended) */
 	LLC_EV_SEEN_AGAIN,   /* a block seen before whose sequence was recycled: a HOT re-read */
 };
 

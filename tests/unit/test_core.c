@@ -232,6 +232,29 @@ static void core_access__seq_reread_from_middle__run_on_becomes_loop_and_cuts_sc
 	free(c);
 }
 
+/*
+ * A file read in requests that are not block-aligned (tensors at 32-byte offsets): each request begins in
+ * the block the last one ended in. The scan goes on; re-reading its last block is no re-read of a loop.
+ */
+static void core_access__request_begins_in_scans_last_block__scan_goes_on(void **state)
+{
+	struct llc_core *c = default_core();
+	struct llc_verdict v;
+	uint64_t first;
+
+	for (first = 0; first < 90; first += 9) {
+		v = sweep(c, FILE_A, first, 10); /* blocks first..first+9, the next request from first+9 */
+		assert_int_equal(v.cls, LLMCACHE_CLASS_SEQ);
+	}
+	v = llc_access(c, FILE_A, 90, 0);
+	assert_int_equal(v.event, LLC_EV_NOISE); /* the scan's last block again */
+	assert_int_equal(v.cls, LLMCACHE_CLASS_SEQ);
+	assert_int_equal(seq_of(c, FILE_A, 0)->end, 90);
+	assert_int_equal(llc_class_count(c, LLMCACHE_CLASS_LOOP), 0);
+	assert_int_equal(llc_class_count(c, LLMCACHE_CLASS_SEQ), 1);
+	free(c);
+}
+
 static void core_access__random_rereads_of_scanned_file__stay_hot(void **state)
 {
 	struct llc_core *c = default_core();
@@ -859,6 +882,7 @@ int main(void)
 		cmocka_unit_test(core_access__seq_reread_from_start__becomes_loop),
 		cmocka_unit_test(core_access__loop_restart__new_iteration_with_period),
 		cmocka_unit_test(core_access__seq_reread_from_middle__run_on_becomes_loop_and_cuts_scan),
+		cmocka_unit_test(core_access__request_begins_in_scans_last_block__scan_goes_on),
 		cmocka_unit_test(core_access__random_rereads_of_scanned_file__stay_hot),
 		cmocka_unit_test(core_access_req__window_faulted_again__stays_hot),
 		cmocka_unit_test(core_access_req__window_reread_block_by_block__loop_past_hot_promote),

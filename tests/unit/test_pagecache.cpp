@@ -16,6 +16,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -242,19 +243,32 @@ void pinned_file_lock__dontneed_from_another_descriptor__pages_stay(void **)
 	assert_int_equal(resident(path), 0);
 }
 
-void manager__loop_read_three_times__pinned_within_budget_and_loop_reported(void **)
+// A manager of path alone, with a pin budget of budget_blocks.
+std::unique_ptr<Manager> manager_of(const std::string &path, uint64_t budget_blocks)
 {
-	const std::string path = make_file("loop.bin", 256);
 	Options o;
-	o.pin_budget = 100 * BS;
+	o.pin_budget = budget_blocks * BS;
 	o.manage = {path};
 	std::unique_ptr<Manager> m;
 	std::string err;
 	assert_int_equal(Manager::open(o, m, err), 0);
+	return m;
+}
+
+// Blocks [first, end) of path read in 32-block requests, a millisecond apart from *t on.
+void read_blocks(Manager &m, const std::string &path, uint64_t first, uint64_t end, uint64_t *t)
+{
+	for (uint64_t b = first; b < end; b += 32)
+		m.on_access(access_of(path, b, uint32_t(std::min<uint64_t>(32, end - b)), *t += 1'000'000));
+}
+
+void manager__loop_read_three_times__pinned_within_budget_and_loop_reported(void **)
+{
+	const std::string path = make_file("loop.bin", 256);
+	std::unique_ptr<Manager> m = manager_of(path, 100);
 	uint64_t t = 1'000'000'000;
 	for (int it = 0; it < 3; it++)
-		for (uint64_t b = 0; b < 256; b += 32, t += 1'000'000)
-			m->on_access(access_of(path, b, 32, t));
+		read_blocks(*m, path, 0, 256, &t);
 	m->tick(t);
 	assert_int_equal(m->pinned_blocks(), 100);
 	const std::string s = m->status({"filemap", 0, 0, 0});
@@ -271,20 +285,13 @@ void manager__loop_read_three_times__pinned_within_budget_and_loop_reported(void
 void manager__loop_head_passed_over__cold_chunks_not_pinned(void **)
 {
 	const std::string path = make_file("embedding.bin", 640);
-	Options o;
-	o.pin_budget = 300 * BS;
-	o.manage = {path};
-	std::unique_ptr<Manager> m;
-	std::string err;
-	assert_int_equal(Manager::open(o, m, err), 0);
+	std::unique_ptr<Manager> m = manager_of(path, 300);
 	uint64_t t = 1'000'000'000;
 	for (int it = 0; it < 2; it++)
-		for (uint64_t b = 0; b < 640; b += 32, t += 1'000'000)
-			m->on_access(access_of(path, b, 32, t));
+		read_blocks(*m, path, 0, 640, &t);
 	for (int it = 0; it < 5; it++) {
-		m->on_access(access_of(path, 0, 1, t += 1'000'000));
-		for (uint64_t b = 256; b < 640; b += 32, t += 1'000'000)
-			m->on_access(access_of(path, b, 32, t));
+		read_blocks(*m, path, 0, 1, &t);
+		read_blocks(*m, path, 256, 640, &t);
 	}
 	m->tick(t);
 	assert_int_equal(m->pinned_blocks(), 300);
@@ -292,6 +299,7 @@ void manager__loop_head_passed_over__cold_chunks_not_pinned(void **)
 	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); // what is not locked goes
 	close(fd);
 	std::unique_ptr<PinnedFile> f;
+	std::string err;
 	assert_int_equal(PinnedFile::open(path, f, err), 0);
 	assert_int_equal(f->resident(0, 64), 64);
 	assert_int_equal(f->resident(64, 192), 0);
