@@ -24,6 +24,9 @@
 // kernel does the same without being asked: a page the module does not pin stays in the page cache
 // until reclaim reaches it. A loop that never re-touches (a clean sweep, every synthetic workload) gets
 // no probation and keeps its pins whole (Documentation/design/policy-core.md, "Retouching loops").
+// Cold chunks: at each iteration of a loop, its resident blocks in chunks the core calls cold (not
+// reached in the two periods before the iteration, llc_block_cold()) become orphans, as the module's
+// and the daemon's pin plans leave them out (Documentation/design/policy-core.md, "Cold chunks").
 // The core is told each access's request length, the length of the trace record it came from, as the
 // module and the daemon tell it theirs: a window faulted again is one access, not a loop (rule 3).
 #include "policies.hpp"
