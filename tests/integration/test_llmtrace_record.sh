@@ -311,14 +311,19 @@ check "--path-prefix: every read under it" test "$(ops_of "$tmp/pp.csv" read "$t
 check "--path-prefix: no other records" test "$(($(grep -vc '^#' "$tmp/pp.csv") - 1))" = "$(ops_of "$tmp/pp.csv" read "$tmp/keys" | wc -l)"
 
 # Pages read into the page cache (mm_filemap_add_to_page_cache): a cold run reads the whole footprint
-# (64 + 16 + 1024 blocks), a warm one nothing.
+# (64 + 16 + 1024 blocks), a warm one nothing. Another test's memory pressure may reclaim some of the
+# pages between the runs (read once, they sit in the oldest generation), so a warm run gets three tries.
 pages_in() { grep -oE '[0-9]+ pages read into the page cache' "$1" | cut -d' ' -f1; }
 "$T" record -q --path-prefix "$dir" -o "$tmp/x.trace" -- "${wl_cmd[@]}" --tokens 2 --access pread --drop-cache \
 	>/dev/null 2>"$tmp/rec.err"
 cold=$(pages_in "$tmp/rec.err")
 check "cold run: the footprint read into the page cache ($cold pages)" test "${cold:-0}" -ge 1104 -a "${cold:-0}" -le 2208
-"$T" record -q --path-prefix "$dir" -o "$tmp/x.trace" -- "${wl_cmd[@]}" --tokens 2 --access pread >/dev/null 2>"$tmp/rec.err"
-warm=$(pages_in "$tmp/rec.err")
+for try in 1 2 3; do
+	"$T" record -q --path-prefix "$dir" -o "$tmp/x.trace" -- "${wl_cmd[@]}" --tokens 2 --access pread >/dev/null 2>"$tmp/rec.err"
+	warm=$(pages_in "$tmp/rec.err")
+	[ "${warm:-9999}" -ge 100 ] || break
+	echo "note: warm run $try read $warm pages into the page cache (reclaimed in between?)"
+done
 check "warm run: nothing read into the page cache ($warm pages)" test "${warm:-9999}" -lt 100
 
 # 3. A tiny ring and a burst of small reads: events are lost, counted and reported.
