@@ -18,12 +18,13 @@
 // and then ran on); otherwise its blocks could never be evicted and, once the queue is empty, every miss
 // would be refused.
 // Probation: a refused block of a loop the core marks retouch (its accesses come back to blocks just
-// behind the cursor: an mmap fault stream's fault-around, two threads on one matrix) is admitted anyway
-// into a small FIFO of min(32 blocks, 1% of the cache), none under 16, evicted before everything else,
-// because it will be accessed again within a few dozen accesses; a hit moves it to its sequence. The
-// kernel does the same without being asked: a page the module does not pin stays in the page cache
-// until reclaim reaches it. A loop that never re-touches (a clean sweep, every synthetic workload) gets
-// no probation and keeps its pins whole (Documentation/design/policy-core.md, "Retouching loops").
+// behind the cursor: an mmap fault stream's fault-around, two threads on one matrix), or of a scan, is
+// admitted anyway into a small FIFO of min(32 blocks, 1% of the cache), none under 16, because it may be
+// accessed again within a few dozen accesses (a window faulted again, a header read twice); a hit moves
+// it to its sequence. The kernel does the same without being asked: a page the module does not pin stays
+// in the page cache until reclaim reaches it. A loop that never re-touches (a clean sweep, every
+// synthetic workload) gets no probation, and its refused block takes the probation's oldest, so that it
+// keeps its pins whole (Documentation/design/policy-core.md, "Retouching loops").
 // Cold chunks: at each iteration of a loop, its resident blocks in chunks the core calls cold (not
 // reached in the two periods before the iteration, llc_block_cold()) become orphans, as the module's
 // and the daemon's pin plans leave them out (Documentation/design/policy-core.md, "Cold chunks").
@@ -259,14 +260,21 @@ private:
 		used_++;
 	}
 
-	// A refused block of a retouching loop goes into the probation FIFO (the file's header comment).
-	// Always a miss: returns false.
+	// A refused block of a retouching loop or of a scan goes into the probation FIFO; a clean loop's
+	// takes the FIFO's oldest block's place (the file's header comment). Always a miss: returns false.
 	bool probation(uint64_t key, const llc_verdict &v)
 	{
-		const llc_seq *s = llc_seq_get(core_, v.seq);
-		if (v.cls != LLMCACHE_CLASS_LOOP || !s->retouch || !probation_cap_)
-			return false;
 		List &p = lists_[probation_list];
+		const bool retouch = llc_seq_get(core_, v.seq)->retouch;
+		if (v.cls == LLMCACHE_CLASS_LOOP && !retouch) {
+			if (p.count) {
+				evict(p.head);
+				admit(key, v);
+			}
+			return false;
+		}
+		if (!probation_cap_ || v.cls == LLMCACHE_CLASS_HOT)
+			return false;
 		if (p.count >= probation_cap_) {
 			evict(p.head);
 		} else {

@@ -169,9 +169,36 @@ void llm_access__retouching_loop__refused_blocks_hit_in_probation(void **)
 		assert_in_range(faulted(), want - probation, want);
 
 	Run clean(c);
-	clean.sweep(1, 0, n);
+	clean.sweep(1, 0, n); // a scan: its last refused blocks in the probation, for its own highest
+	assert_int_equal(clean.sweep(1, 0, n), c - probation);
 	for (int i = 0; i < 5; i++)
 		assert_int_equal(clean.sweep(1, 0, n), c);
+}
+
+// A library's code window faulted twice in a row (the loader maps it, the engine faults it again) while
+// the cache is full of a loop's pins and holds no scan. The window's first 4 blocks are admitted (HOT,
+// then its scan's); the other 12 are refused, the scan's newest. With the probation (16 blocks in a
+// cache of 1600) they go into it, room made from the scan's own first 4 blocks, and the second fault
+// hits the 12; without it (a cache of 1500: no probation under 16 blocks) it hits only the first 4.
+void llm_access__scan_refused_in_full_cache__window_faulted_again_hits_in_probation(void **)
+{
+	for (uint64_t c : {1600, 1500}) {
+		const uint64_t n = 3008, probation = c == 1600 ? 16 : 0;
+		Run run(c);
+		run.sweep(0, 0, n);
+		assert_int_equal(run.sweep(0, 0, n), c - probation); // its first pass's last blocks: the probation
+		assert_int_equal(run.sweep(0, 0, n), c); // a loop pinned from its lowest block: the cache is full
+		for (uint32_t lib = 1; lib <= 4; lib++) {
+			run.sweep(lib, 0, 16);
+			const uint64_t first = run.sweep(lib, 0, 4), rest = run.sweep(lib, 4, 12);
+			assert_int_equal(first, probation ? 0 : 4);
+			assert_int_equal(rest, probation ? 12 : 0);
+		}
+		// The windows, now loops of one iteration, keep their 64 blocks until they count as stopped.
+		assert_int_equal(run.sweep(0, 0, n), c - 64);
+		assert_int_equal(run.sweep(0, 0, n), c - 64);
+		assert_int_equal(run.sweep(0, 0, n), c);
+	}
 }
 
 // A model file's loop whose head (blocks 64-255, a token embedding) its iterations pass over: each reads
@@ -225,6 +252,7 @@ int main()
 		cmocka_unit_test(llm_access__two_loops_same_period_with_jitter__pins_stay_put),
 		cmocka_unit_test(llm_access__scan_drained_then_continued__stays_evictable),
 		cmocka_unit_test(llm_access__retouching_loop__refused_blocks_hit_in_probation),
+		cmocka_unit_test(llm_access__scan_refused_in_full_cache__window_faulted_again_hits_in_probation),
 		cmocka_unit_test(llm_access__loop_head_passed_over__cold_chunks_released),
 		cmocka_unit_test(llm_access__capacity_one__works),
 		cmocka_unit_test(llm_make__capacity_zero__rejected),
