@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -19,17 +20,21 @@ namespace tt {
 
 using namespace llmcache::trace;
 
-// A file in this test's scratch directory (removed by no one: it lives under $TMPDIR).
+// A file in this test's scratch directory, under $TMPDIR, removed with its files when the test exits.
 inline std::string scratch(const std::string &name)
 {
-	static std::string dir = [] {
+	static const std::string *dir = [] {
 		const char *t = std::getenv("TMPDIR");
-		std::string tmpl = std::string(t && *t ? t : "/tmp") + "/llmcache-test-XXXXXX";
-		if (!mkdtemp(tmpl.data()))
+		static std::string *made = new std::string(std::string(t && *t ? t : "/tmp") + "/llmcache-test-XXXXXX");
+		if (!mkdtemp(made->data()))
 			std::abort();
-		return tmpl;
+		std::atexit([] {
+			std::error_code ignored;
+			std::filesystem::remove_all(*made, ignored);
+		});
+		return made;
 	}();
-	return dir + "/" + name;
+	return *dir + "/" + name;
 }
 
 inline void write_file(const std::string &path, std::string_view content)
