@@ -20,22 +20,25 @@ namespace tt {
 
 using namespace llmcache::trace;
 
-// A file in this test's scratch directory, under $TMPDIR, removed with its files when the test exits.
-inline std::string scratch(const std::string &name)
+// This test's scratch directory, under $TMPDIR, removed with its files when the test exits.
+inline const std::string &scratch_dir()
 {
 	static const std::string *dir = [] {
 		const char *t = std::getenv("TMPDIR");
-		static std::string *made = new std::string(std::string(t && *t ? t : "/tmp") + "/llmcache-test-XXXXXX");
+		auto *made = new std::string(std::string(t && *t ? t : "/tmp") + "/llmcache-test-XXXXXX");
 		if (!mkdtemp(made->data()))
 			std::abort();
 		std::atexit([] {
 			std::error_code ignored;
-			std::filesystem::remove_all(*made, ignored);
+			std::filesystem::remove_all(scratch_dir(), ignored);
 		});
 		return made;
 	}();
-	return *dir + "/" + name;
+	return *dir;
 }
+
+// A file in the scratch directory.
+inline std::string scratch(const std::string &name) { return scratch_dir() + "/" + name; }
 
 inline void write_file(const std::string &path, std::string_view content)
 {
