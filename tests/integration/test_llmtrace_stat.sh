@@ -3,7 +3,8 @@
 # llmtrace stat and convert (no privileges needed): stat reports the records, the files, the footprint and
 # the weights loop of a known llmworkload trace (N = the weights' blocks, tokens - 1 iterations); convert
 # round-trips native -> csv -> native -> csv without changing a record or a name, writes oracleGeneral
-# and strace-like text that the strace reader reads back, and rejects bad requests with a reason.
+# and strace-like text that the strace reader reads back, splits a trace by file path (--files,
+# --exclude-files), and rejects bad requests with a reason.
 set -euo pipefail
 BIN=${LLMCACHE_BIN:?LLMCACHE_BIN is not set}
 T=$BIN/llmtrace W=$BIN/llmworkload
@@ -62,15 +63,35 @@ check "convert --to strace: strace -f -ttt -yy lines" grep -qE '^[0-9]+ [0-9]+\.
 check "convert: native -> strace -> csv keeps blocks, ops and paths" \
 	cmp -s <(awk -F, 'NR > 1 { print $5, $6, $7, $8 }' "$tmp/a.csv") <(awk -F, 'NR > 1 { print $5, $6, $7, $8 }' "$tmp/s.csv")
 
+# Split by path: the weights' records, the others', each complete and named; together the whole trace.
+"$T" convert "$tmp/w.trace" "$tmp/wt.csv" --to csv --files 'weights\.bin$' 2>/dev/null
+"$T" convert "$tmp/w.trace" "$tmp/rest.csv" --to csv --exclude-files 'weights\.bin$' 2>/dev/null
+"$T" convert "$tmp/w.trace" "$tmp/tok.csv" --to csv --files '^decoder/' --exclude-files 'weights|config' 2>/dev/null
+check "convert --files: the weights' records, every one" \
+	cmp -s <(grep ',decoder/weights\.bin$' "$tmp/a.csv") <(tail -n +2 "$tmp/wt.csv" | grep -v '^#')
+check "convert --exclude-files: the others' records, every one" \
+	cmp -s <(grep -v ',decoder/weights\.bin$' "$tmp/a.csv" | tail -n +2 | grep -v '^#') <(tail -n +2 "$tmp/rest.csv" | grep -v '^#')
+check "convert --files with --exclude-files: the tokenizer's records only" \
+	test "$(tail -n +2 "$tmp/tok.csv" | grep -vc '^#')" = "$(grep -c ',decoder/tokenizer\.bin$' "$tmp/a.csv")" -a \
+	"$(tail -n +2 "$tmp/tok.csv" | grep -v '^#' | grep -vc ',decoder/tokenizer\.bin$')" = 0
+check "convert --files: the kept file keeps its loop" \
+	test "$("$T" stat --json "$tmp/wt.csv" | python3 -c 'import json,sys; print(json.load(sys.stdin)["loops"][0]["n_blocks"])')" = 1024
+
 set +e
 e1=$("$T" convert "$tmp/w.trace" "$tmp/x" 2>&1); s1=$?
 e2=$("$T" convert "$tmp/w.trace" "$tmp/x" --to nonsense 2>&1); s2=$?
 e3=$("$T" stat "$tmp/missing" 2>&1); s3=$?
 e4=$("$T" stat "$tmp/w.trace" extra 2>&1); s4=$?
+e5=$("$T" convert "$tmp/w.trace" "$tmp/x" --to csv --files '(' 2>&1); s5=$?
+echo kept >"$tmp/o.csv"
+e6=$("$T" convert "$tmp/o.bin" "$tmp/o.csv" --to csv --files weights 2>&1); s6=$?
 set -e
 check "convert without --to: status 2 and why" test "$s1" = 2 -a -n "$(grep -- '--to' <<<"$e1")"
 check "convert --to nonsense: status 2 and why" test "$s2" = 2 -a -n "$(grep 'nonsense' <<<"$e2")"
 check "stat of a missing file: status 1, names it" test "$s3" = 1 -a -n "$(grep 'failed to open' <<<"$e3")"
 check "stat: unknown positional rejected" test "$s4" = 2
+check "convert --files '(': status 2, names the option" test "$s5" = 2 -a -n "$(grep -- "--files '('" <<<"$e5")"
+check "convert --files of an unnamed (oracleGeneral) trace: status 1 and why" test "$s6" = 1 -a -n "$(grep 'names no files' <<<"$e6")"
+check "convert --files of an unnamed trace: the output is left as it was" test "$(cat "$tmp/o.csv")" = kept
 
 [ "$fails" -eq 0 ] && echo "PASS: llmtrace stat and convert" || { echo "$fails check(s) failed"; exit 1; }

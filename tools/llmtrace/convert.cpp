@@ -3,10 +3,15 @@
 // output is written under a temporary name and renamed into place only when the whole input has been
 // read without error; an output that is the input is refused before anything is opened for writing.
 // What the output format cannot hold is said in a note, never dropped silently (strace text: mmap
-// faults; oracleGeneral: flags, ops, pids, names, sub-second times).
+// faults; oracleGeneral: flags, ops, pids, names, sub-second times). --files / --exclude-files keep the
+// records of the files whose path matches (does not match) an extended regular expression, so that a
+// trace's parts (a model, an engine's code) can be replayed apart; only the kept files are named.
 #include <boost/program_options.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <optional>
+#include <regex>
 #include <set>
 
 #include "progress.hpp"
@@ -18,12 +23,16 @@ using namespace llmcache;
 
 int cmd_convert(int argc, char **argv)
 {
-	std::string in, out, to, from = "auto", progress = "auto";
+	std::string in, out, to, from = "auto", progress = "auto", files, exclude_files;
 	po::options_description opts("Options");
 	opts.add_options()
 		("help,h", "show this help")
 		("to", po::value(&to), "output format: native, csv, oracleGeneral or strace (strace -f -ttt -yy style text)")
 		("from,f", po::value(&from)->default_value(from), "input format: auto, native, strace, csv or oracleGeneral")
+		("files", po::value(&files), "keep only the records of files whose path matches this extended regular "
+		 "expression (searched anywhere in the path: '\\.gguf$')")
+		("exclude-files", po::value(&exclude_files), "drop the records of files whose path matches this extended "
+		 "regular expression")
 		("progress", po::value(&progress)->default_value(progress),
 		 "progress on stderr: auto (when stderr is a terminal), always or never");
 	po::options_description hidden;
@@ -44,6 +53,7 @@ int cmd_convert(int argc, char **argv)
 				     "  llmtrace convert app.trace app.csv --to csv\n"
 				     "  llmtrace convert app.strace app.trace --to native\n"
 				     "  llmtrace convert app.trace app.oracle --to oracleGeneral\n"
+				     "  llmtrace convert engine.trace code.trace --to native --exclude-files '\\.gguf$'\n"
 				     "\nExit status: 0 on success, 1 when the input cannot be read or is malformed or the output\n"
 				     "cannot be written (the output is then left as it was), 2 on bad options.\n";
 			return 0;
@@ -60,6 +70,7 @@ int cmd_convert(int argc, char **argv)
 		return 2;
 	}
 	trace::Format tf, ff = trace::Format::native;
+	std::optional<std::regex> keep_re, drop_re;
 	try {
 		tf = trace::parse_format(to);
 		if (from != "auto")
@@ -68,21 +79,46 @@ int cmd_convert(int argc, char **argv)
 		std::fprintf(stderr, "llmtrace convert: %s (see llmtrace convert --help)\n", e.what());
 		return 2;
 	}
+	auto compile = [](const std::string &text, const char *opt, std::optional<std::regex> &re) {
+		if (text.empty())
+			return true;
+		try {
+			re.emplace(text, std::regex::extended | std::regex::nosubs);
+			return true;
+		} catch (const std::regex_error &e) {
+			std::fprintf(stderr, "llmtrace convert: %s '%s' is not an extended regular expression: %s\n", opt,
+				     text.c_str(), e.what());
+			return false;
+		}
+	};
+	if (!compile(files, "--files", keep_re) || !compile(exclude_files, "--exclude-files", drop_re))
+		return 2;
+	const bool filtered = keep_re || drop_re;
 	try {
 		llmtrace::Progress bar(progress, in);
 		auto r = from == "auto" ? trace::open_reader(in) : trace::open_reader(in, ff);
 		auto w = llmtrace::open_writer(out, tf, r->producer().empty() ? "llmtrace convert" : r->producer());
+		auto kept_path = [&](const std::string &path) {
+			return (!keep_re || std::regex_search(path, *keep_re)) && (!drop_re || !std::regex_search(path, *drop_re));
+		};
 		std::set<trace::FileKey> named;
-		auto name_new = [&]() { // name files before their first access, once each
+		auto name_new = [&]() { // name the kept files before their first access, once each
 			if (r->paths().size() != named.size())
 				for (const auto &[key, path] : r->paths())
-					if (named.insert(key).second)
+					if (named.insert(key).second && kept_path(path))
 						w->name(key.first, key.second, path);
 		};
 		llmcache_access a;
-		uint64_t n = 0, faults = 0, writes = 0;
+		uint64_t n = 0, kept = 0, faults = 0, writes = 0;
 		while (r->next(a)) {
 			name_new();
+			bar.update(++n, *r);
+			if (filtered) {
+				auto it = r->paths().find(trace::FileKey{a.dev, a.inode});
+				if (it == r->paths().end() ? !!keep_re : !kept_path(it->second))
+					continue;
+			}
+			kept++;
 			try {
 				w->write(a);
 			} catch (const std::invalid_argument &e) { // a sound record that the output format cannot hold
@@ -91,10 +127,12 @@ int cmd_convert(int argc, char **argv)
 			}
 			faults += a.op == LLMCACHE_OP_MMAP_FAULT;
 			writes += a.op == LLMCACHE_OP_WRITE;
-			bar.update(++n, *r);
 		}
 		bar.clear();
 		name_new();
+		if (filtered && r->paths().empty())
+			throw std::runtime_error("the input names no files (an oracleGeneral trace keeps no names), so --files "
+						 "and --exclude-files cannot select any; the output is left as it was");
 		uint32_t flags = r->flags();
 		if (faults && tf == trace::Format::strace)
 			flags |= LLMCACHE_TRACE_F_MMAP_UNSEEN; // a strace reader cannot see them, as with real strace
@@ -125,7 +163,14 @@ int cmd_convert(int argc, char **argv)
 					     "seconds, and no pids: %s are not kept; convert to native or csv to keep them\n",
 					     dropped.c_str());
 		}
-		std::fprintf(stderr, "llmtrace convert: %llu records, %zu files\n", (unsigned long long)n, r->paths().size());
+		if (filtered)
+			std::fprintf(stderr, "llmtrace convert: kept %llu of %llu records, %zu of %zu files\n",
+				     (unsigned long long)kept, (unsigned long long)n,
+				     size_t(std::count_if(r->paths().begin(), r->paths().end(),
+							  [&](const auto &kp) { return kept_path(kp.second); })),
+				     r->paths().size());
+		else
+			std::fprintf(stderr, "llmtrace convert: %llu records, %zu files\n", (unsigned long long)n, r->paths().size());
 	} catch (const std::invalid_argument &e) { // --progress, or a format the input cannot be read as
 		std::fprintf(stderr, "llmtrace convert: %s\n", e.what());
 		return 2;
