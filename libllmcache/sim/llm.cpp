@@ -25,6 +25,12 @@
 // in the page cache until reclaim reaches it. A loop that never re-touches (a clean sweep, every
 // synthetic workload) gets no probation, and its refused block takes the probation's oldest, so that it
 // keeps its pins whole (Documentation/design/policy-core.md, "Retouching loops").
+// Fault-around windows: a SEQ sequence no longer than the mmap fault that reads it (one fault-around
+// window of an engine's code) is not a scan here: its blocks join the HOT LRU list, as the module counts
+// no SEQ block it sees through a fault and leaves such pages to the kernel's LRU (kmod/seq.c). And a scan
+// that has no older scan to evict, rather than refuse its own block, takes the HOT list's least recently
+// used block beyond the reserve if that block was last accessed before the scan began, as reclaim would
+// (Documentation/corpus.md, "Fault-around windows are not scans").
 // Cold chunks: at each iteration of a loop, its resident blocks in chunks the core calls cold (not
 // reached in the two periods before the iteration, llc_block_cold()) become orphans, as the module's
 // and the daemon's pin plans leave them out (Documentation/design/policy-core.md, "Cold chunks").
@@ -62,7 +68,7 @@ class LlmPolicy final : public Policy {
 public:
 	LlmPolicy(uint64_t capacity, const PolicyOptions &opt)
 		: Policy(capacity), index_(capacity), key_(capacity), seq_of_(capacity), prev_(capacity),
-		  next_(capacity), lists_(probation_list + 1)
+		  next_(capacity), touched_(capacity), lists_(probation_list + 1)
 	{
 		llc_config cfg;
 		llc_config_default(&cfg);
@@ -81,6 +87,7 @@ public:
 		free_ = capacity ? 0 : nil;
 		gen_.assign(hot_list, ~uint64_t(0));
 		queued_.assign(hot_list, 0);
+		windowed_.assign(hot_list, 0);
 		cls_.assign(probation_list + 1, LLMCACHE_CLASS_SEQ);
 		cls_[hot_list] = LLMCACHE_CLASS_HOT;
 		cls_[probation_list] = probation_class;
@@ -98,7 +105,9 @@ public:
 
 	bool access(const Request &r) override
 	{
-		llc_verdict v = llc_access_req(core_, key_file(r.key), key_block(r.key), request_blocks(r), r.time_ns);
+		const uint64_t req_blocks = request_blocks(r);
+		llc_verdict v = llc_access_req(core_, key_file(r.key), key_block(r.key), req_blocks, r.time_ns);
+		window_ = r.mmap_fault && v.cls == LLMCACHE_CLASS_SEQ && seq_blocks(v.seq) <= req_blocks;
 		sync_sequence(v);
 		if (v.event == LLC_EV_ITERATION)
 			release_cold(v.seq);
@@ -106,6 +115,7 @@ public:
 		uint32_t *slot = index_.find(r.key);
 		if (slot) {
 			stats_.hits[v.cls]++;
+			touched_[*slot] = llc_vtime(core_);
 			refile(*slot, v);
 			return true;
 		}
@@ -142,7 +152,17 @@ private:
 		return run_end_ - run_start_;
 	}
 
-	uint32_t list_of(const llc_verdict &v) const { return v.cls == LLMCACHE_CLASS_HOT ? hot_list : v.seq; }
+	uint64_t seq_blocks(uint32_t seq) const
+	{
+		const llc_seq *s = llc_seq_get(core_, seq);
+		return s->end - s->start + 1;
+	}
+
+	// The list of the block accessed now: HOT blocks and fault-around windows share the HOT LRU list.
+	uint32_t list_of(const llc_verdict &v) const
+	{
+		return v.cls == LLMCACHE_CLASS_HOT || window_ ? hot_list : v.seq;
+	}
 
 	// Follow the core: a reused sequence id, a class change, a HOT run promoted to SEQ.
 	void sync_sequence(const llc_verdict &v)
@@ -151,6 +171,7 @@ private:
 		if (gen_[v.seq] != s->created_vt) {
 			orphan_all(v.seq);
 			gen_[v.seq] = s->created_vt;
+			windowed_[v.seq] = 0;
 			cls_[v.seq] = v.cls;
 			if (v.cls == LLMCACHE_CLASS_SEQ)
 				queue_scan(v.seq);
@@ -161,14 +182,24 @@ private:
 		uint8_t was = cls_[v.seq];
 		cls_[v.seq] = v.cls;
 		if (was == LLMCACHE_CLASS_HOT) {
-			// Its earlier blocks sit in the HOT list: a promoted run is short, look them up.
-			for (uint64_t b = s->start; b <= s->end; b++)
+			// Its earlier blocks sit in the HOT list, where a window's stay: a promoted run is short,
+			// look them up.
+			for (uint64_t b = s->start; b <= s->end && !window_; b++)
 				if (uint32_t *slot = index_.find(request_key(uint32_t(s->file), b)))
 					if (seq_of_[*slot] == hot_list)
 						move(*slot, v.seq);
 		} else {
 			resident_[was] -= lists_[v.seq].count;
 			resident_[v.cls] += lists_[v.seq].count;
+			if (windowed_[v.seq] && list_of(v) == v.seq) {
+				// A window that runs on as a loop: its blocks in the HOT list, the ones the
+				// sequence still holds, move to it.
+				windowed_[v.seq] = 0;
+				for (uint64_t b = s->start; b <= s->end; b++)
+					if (uint32_t *slot = index_.find(request_key(uint32_t(s->file), b)))
+						if (seq_of_[*slot] == hot_list && llc_lookup(core_, s->file, b) == v.seq)
+							move(*slot, v.seq);
+			}
 		}
 		if (v.cls == LLMCACHE_CLASS_SEQ)
 			queue_scan(v.seq);
@@ -248,13 +279,19 @@ private:
 		link(slot, list);
 	}
 
-	void admit(uint64_t key, const llc_verdict &v) { admit_to(key, list_of(v)); }
+	void admit(uint64_t key, const llc_verdict &v)
+	{
+		if (window_)
+			windowed_[v.seq] = 1;
+		admit_to(key, list_of(v));
+	}
 
 	void admit_to(uint64_t key, uint32_t list)
 	{
 		uint32_t slot = free_;
 		free_ = next_[slot];
 		key_[slot] = key;
+		touched_[slot] = llc_vtime(core_);
 		index_.put(key, slot);
 		link(slot, list);
 		used_++;
@@ -328,6 +365,14 @@ private:
 		return nil;
 	}
 
+	// Whether the HOT list holds more than its reserve and its least recently used block was last
+	// accessed before sequence seq began: what a scan with no older scan to evict takes instead.
+	bool hot_older_than(uint32_t seq) const
+	{
+		const List &h = lists_[hot_list];
+		return h.count > hot_reserve_ && touched_[h.head] < llc_seq_get(core_, seq)->created_vt;
+	}
+
 	// Evict the next victim to admit `key`, or return false when `key` itself would be that victim.
 	bool make_room(uint64_t key, const llc_verdict &v)
 	{
@@ -337,8 +382,11 @@ private:
 		switch (llc_evict_class(with_new, hot_reserve_)) {
 		case LLMCACHE_CLASS_SEQ:
 			victim_list = oldest_scan();
-			if (v.cls == LLMCACHE_CLASS_SEQ && (victim_list == nil || victim_list == v.seq))
-				return false; // the newest scan's highest block is the one to drop
+			if (v.cls == LLMCACHE_CLASS_SEQ && (victim_list == nil || victim_list == v.seq)) {
+				if (!hot_older_than(v.seq))
+					return false; // the newest scan's highest block is the one to drop
+				victim_list = hot_list;
+			}
 			break;
 		case LLMCACHE_CLASS_HOT:
 			victim_list = lists_[hot_list].count ? hot_list : nil;
@@ -367,11 +415,14 @@ private:
 	util::FlatMap<uint32_t> index_; // key -> slot
 	std::vector<uint64_t> key_;
 	std::vector<uint32_t> seq_of_, prev_, next_; // per slot: its list and the links in it
+	std::vector<uint64_t> touched_;              // per slot: the core's virtual time of its last access
 	std::vector<List> lists_;                    // per sequence id, plus the HOT LRU list
 	std::vector<uint64_t> gen_;                  // created_vt of the sequence each id last stood for
 	std::vector<uint8_t> cls_;                   // class of each list
 	std::deque<uint32_t> seq_age_;               // sequences in the order they became SEQ
 	std::vector<uint8_t> queued_;                // per sequence id: in seq_age_
+	std::vector<uint8_t> windowed_;              // per sequence id: has blocks in the HOT list as a window
+	bool window_ = false;                        // the block accessed now is a fault-around window's
 	uint64_t resident_[LLMCACHE_NR_CLASSES + 1] = {}; // per class, then the probation
 	uint64_t hot_reserve_ = 0;
 	uint64_t probation_cap_ = 0;

@@ -14,11 +14,13 @@ namespace llmcache::sim {
 
 // One 4 KiB block access, after the replay has split multi-block records and numbered the files. 16
 // bytes: a replay keeps every one of them in memory, and no policy looks at more (the file is the key's
-// top bits, key_file()).
+// top bits, key_file(); whether it was an mmap fault, the time's top bit).
 struct Request {
-	uint64_t key;     // (file << 40) | block: unique per block of the trace; the file numbers are dense, from 0
-	uint64_t time_ns; // access time
+	uint64_t key;                // (file << 40) | block: unique per block of the trace; the file numbers are dense, from 0
+	uint64_t time_ns : 63;       // access time
+	uint64_t mmap_fault : 1 = 0; // the record was a fault on a file mapping, not a read() or a write()
 };
+static_assert(sizeof(Request) == 16);
 
 constexpr uint64_t request_key(uint32_t file, uint64_t block) { return (uint64_t(file) << 40) | block; }
 constexpr uint64_t key_block(uint64_t key) { return key & ((uint64_t(1) << 40) - 1); }

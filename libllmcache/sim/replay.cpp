@@ -78,9 +78,13 @@ Trace load_trace(trace::Reader &reader, const std::function<void(uint64_t record
 			throw std::runtime_error("record " + std::to_string(t.records) + ": blocks " +
 						 std::to_string(a.first_block) + "+" + std::to_string(a.nr_blocks) +
 						 " exceed the simulator's 40-bit block numbers (4 PiB per file)");
+		if (a.time_ns >> 63)
+			throw std::runtime_error("record " + std::to_string(t.records) + ": time " + std::to_string(a.time_ns) +
+						 " ns is past the simulator's 63-bit times (292 years)");
+		const bool fault = a.op == LLMCACHE_OP_MMAP_FAULT;
 		for (uint64_t b = a.first_block, end = a.first_block + a.nr_blocks; b < end; b++) {
 			uint64_t key = request_key(file, b);
-			t.requests.push_back(Request{key, a.time_ns});
+			t.requests.push_back(Request{key, a.time_ns, fault});
 			if (key >> 6 != word_key) {
 				if (word_key != util::FlatMap<uint64_t>::empty_key)
 					seen.put(word_key, word);

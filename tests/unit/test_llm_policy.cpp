@@ -201,6 +201,75 @@ void llm_access__scan_refused_in_full_cache__window_faulted_again_hits_in_probat
 	}
 }
 
+// Records replayed as a trace is: each record's blocks share its time, so the policy sees its length
+// (llm tells a fault-around window from a scan by it). Returns each record's hits.
+struct Rec {
+	uint32_t file;
+	uint64_t first, n;
+	bool fault;
+};
+
+std::vector<uint64_t> replay_records(uint64_t capacity, double hot_reserve, const std::vector<Rec> &recs)
+{
+	std::vector<Request> reqs;
+	uint64_t t = 0;
+	for (const Rec &rec : recs) {
+		t += 1000;
+		for (uint64_t b = rec.first; b < rec.first + rec.n; b++)
+			reqs.push_back(Request{request_key(rec.file, b), t, rec.fault});
+	}
+	PolicyOptions opt;
+	opt.hot_reserve = hot_reserve;
+	auto policy = make_llm_policy(capacity, opt);
+	policy->prepare(reqs);
+	std::vector<uint64_t> hits;
+	size_t i = 0;
+	for (const Rec &rec : recs) {
+		hits.push_back(0);
+		for (uint64_t k = 0; k < rec.n; k++)
+			hits.back() += policy->access(reqs[i++]);
+	}
+	return hits;
+}
+
+// A 16-block window of code faulted in (an mmap fault and its fault-around), a 16-block read() scan, then
+// another window: the cache of 32 makes room for it. Faulted, the first window is not a scan (the module
+// never drops what it sees through a fault): the read() scan goes and the window's second fault hits all
+// 16. Read with read() instead, it is the oldest scan and goes first.
+void llm_access__faulted_window__outlives_newer_read_scan(void **)
+{
+	for (bool fault : {true, false}) {
+		auto hits = replay_records(32, 0, {{1, 0, 16, fault}, {2, 0, 16, false}, {3, 0, 16, true}, {1, 0, 16, fault}});
+		assert_int_equal(hits[3], fault ? 16 : 0);
+	}
+}
+
+// Sixteen HOT blocks (single-block reads far apart), a 16-block window faulted in, then a 16-block read()
+// scan with no older scan to evict. Beyond the HOT reserve, the scan takes the HOT list's least recently
+// used blocks, used before it began, as reclaim would: the window's second fault hits all 16, the HOT
+// blocks none. Within the reserve (all of the cache) the scan takes nothing once it is one: its first 4
+// blocks, a HOT run until it grows past 4 (core.h), take the 4 oldest HOT blocks, the rest is refused,
+// and 12 HOT blocks hit.
+void llm_access__scan_without_older_scan__takes_hot_blocks_used_before_it_beyond_reserve(void **)
+{
+	for (double reserve : {0.0, 1.0}) {
+		std::vector<Rec> recs;
+		for (uint64_t i = 0; i < 16; i++)
+			recs.push_back({1, i * 100, 1, false});
+		recs.push_back({2, 0, 16, true});
+		recs.push_back({3, 0, 16, false});
+		recs.push_back({2, 0, 16, true});
+		for (uint64_t i = 0; i < 16; i++)
+			recs.push_back({1, i * 100, 1, false});
+		auto hits = replay_records(32, reserve, recs);
+		uint64_t hot = 0;
+		for (size_t i = 19; i < hits.size(); i++)
+			hot += hits[i];
+		assert_int_equal(hits[18], 16);
+		assert_int_equal(hot, reserve == 0.0 ? 0 : 12);
+	}
+}
+
 // A model file's loop whose head (blocks 64-255, a token embedding) its iterations pass over: each reads
 // block 0 and blocks 256-639. While the head is pinned, the 300-block cache hits block 0 and 256-299; once
 // its chunks are cold (two periods untouched, core.h) they go first, and the weights take their room.
@@ -253,6 +322,8 @@ int main()
 		cmocka_unit_test(llm_access__scan_drained_then_continued__stays_evictable),
 		cmocka_unit_test(llm_access__retouching_loop__refused_blocks_hit_in_probation),
 		cmocka_unit_test(llm_access__scan_refused_in_full_cache__window_faulted_again_hits_in_probation),
+		cmocka_unit_test(llm_access__faulted_window__outlives_newer_read_scan),
+		cmocka_unit_test(llm_access__scan_without_older_scan__takes_hot_blocks_used_before_it_beyond_reserve),
 		cmocka_unit_test(llm_access__loop_head_passed_over__cold_chunks_released),
 		cmocka_unit_test(llm_access__capacity_one__works),
 		cmocka_unit_test(llm_make__capacity_zero__rejected),
