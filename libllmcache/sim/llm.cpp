@@ -182,12 +182,9 @@ private:
 		uint8_t was = cls_[v.seq];
 		cls_[v.seq] = v.cls;
 		if (was == LLMCACHE_CLASS_HOT) {
-			// Its earlier blocks sit in the HOT list, where a window's stay: a promoted run is short,
-			// look them up.
-			for (uint64_t b = s->start; b <= s->end && !window_; b++)
-				if (uint32_t *slot = index_.find(request_key(uint32_t(s->file), b)))
-					if (seq_of_[*slot] == hot_list)
-						move(*slot, v.seq);
+			// Its earlier blocks sit in the HOT list, where a window's stay: a promoted run is short.
+			if (!window_)
+				take_from_hot_list(v.seq, false);
 		} else {
 			resident_[was] -= lists_[v.seq].count;
 			resident_[v.cls] += lists_[v.seq].count;
@@ -195,14 +192,22 @@ private:
 				// A window that runs on as a loop: its blocks in the HOT list, the ones the
 				// sequence still holds, move to it.
 				windowed_[v.seq] = 0;
-				for (uint64_t b = s->start; b <= s->end; b++)
-					if (uint32_t *slot = index_.find(request_key(uint32_t(s->file), b)))
-						if (seq_of_[*slot] == hot_list && llc_lookup(core_, s->file, b) == v.seq)
-							move(*slot, v.seq);
+				take_from_hot_list(v.seq, true);
 			}
 		}
 		if (v.cls == LLMCACHE_CLASS_SEQ)
 			queue_scan(v.seq);
+	}
+
+	// Move the blocks of seq's range that sit in the HOT list to seq's own list; with only_own, only
+	// those the core still counts as seq's.
+	void take_from_hot_list(uint32_t seq, bool only_own)
+	{
+		const llc_seq *s = llc_seq_get(core_, seq);
+		for (uint64_t b = s->start; b <= s->end; b++)
+			if (uint32_t *slot = index_.find(request_key(uint32_t(s->file), b)))
+				if (seq_of_[*slot] == hot_list && (!only_own || llc_lookup(core_, s->file, b) == seq))
+					move(*slot, seq);
 	}
 
 	// Put a SEQ sequence at the end of the age queue unless it is in it already (then it keeps its

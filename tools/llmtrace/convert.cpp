@@ -7,12 +7,11 @@
 // records of the files whose path matches (does not match) an extended regular expression, so that a
 // trace's parts (a model, an engine's code) can be replayed apart; only the kept files are named.
 #include <boost/program_options.hpp>
-#include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <regex>
-#include <set>
 
 #include "progress.hpp"
 #include "strace_text.hpp"
@@ -101,21 +100,25 @@ int cmd_convert(int argc, char **argv)
 		auto kept_path = [&](const std::string &path) {
 			return (!keep_re || std::regex_search(path, *keep_re)) && (!drop_re || !std::regex_search(path, *drop_re));
 		};
-		std::set<trace::FileKey> named;
+		std::map<trace::FileKey, bool> named; // every named file, and whether it is kept
+		size_t kept_files = 0;
 		auto name_new = [&]() { // name the kept files before their first access, once each
 			if (r->paths().size() != named.size())
 				for (const auto &[key, path] : r->paths())
-					if (named.insert(key).second && kept_path(path))
+					if (auto [it, added] = named.try_emplace(key, false); added && kept_path(path)) {
+						it->second = true;
+						kept_files++;
 						w->name(key.first, key.second, path);
+					}
 		};
 		llmcache_access a;
 		uint64_t n = 0, kept = 0, faults = 0, writes = 0;
 		while (r->next(a)) {
 			name_new();
 			bar.update(++n, *r);
-			if (filtered) {
-				auto it = r->paths().find(trace::FileKey{a.dev, a.inode});
-				if (it == r->paths().end() ? !!keep_re : !kept_path(it->second))
+			if (filtered) { // a file without a name matches nothing
+				auto it = named.find(trace::FileKey{a.dev, a.inode});
+				if (it == named.end() ? !!keep_re : !it->second)
 					continue;
 			}
 			kept++;
@@ -165,10 +168,7 @@ int cmd_convert(int argc, char **argv)
 		}
 		if (filtered)
 			std::fprintf(stderr, "llmtrace convert: kept %llu of %llu records, %zu of %zu files\n",
-				     (unsigned long long)kept, (unsigned long long)n,
-				     size_t(std::count_if(r->paths().begin(), r->paths().end(),
-							  [&](const auto &kp) { return kept_path(kp.second); })),
-				     r->paths().size());
+				     (unsigned long long)kept, (unsigned long long)n, kept_files, r->paths().size());
 		else
 			std::fprintf(stderr, "llmtrace convert: %llu records, %zu files\n", (unsigned long long)n, r->paths().size());
 	} catch (const std::invalid_argument &e) { // --progress, or a format the input cannot be read as
