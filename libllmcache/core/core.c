@@ -760,6 +760,11 @@ uint16_t llc_next(const struct llc_core *c, uint16_t id)
 	return id == LLC_NONE ? LLC_NONE : c->seqs[id].list_next;
 }
 
+uint16_t llc_lru_first(const struct llc_core *c)
+{
+	return c->seq_lru.head;
+}
+
 enum llmcache_class llc_evict_class(const uint64_t resident[LLMCACHE_NR_CLASSES], uint64_t hot_reserve)
 {
 	if (resident[LLMCACHE_CLASS_SEQ])

@@ -126,6 +126,8 @@ uint32_t llc_class_count(const struct llc_core *c, enum llmcache_class cls); /* 
  */
 uint16_t llc_first(const struct llc_core *c, enum llmcache_class cls);
 uint16_t llc_next(const struct llc_core *c, uint16_t id);
+/* All live sequences, least recently accessed first: llc_lru_first, then each one's lru_next. */
+uint16_t llc_lru_first(const struct llc_core *c);
 enum llmcache_class llc_evict_class(const uint64_t resident[LLMCACHE_NR_CLASSES], uint64_t hot_reserve);
 
 /*

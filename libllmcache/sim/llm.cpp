@@ -30,7 +30,13 @@
 // no SEQ block it sees through a fault and leaves such pages to the kernel's LRU (kmod/seq.c). And a scan
 // that has no older scan to evict, rather than refuse its own block, takes the HOT list's least recently
 // used block beyond the reserve if that block was last accessed before the scan began, as reclaim would
-// (Documentation/corpus.md, "Fault-around windows are not scans").
+// (Documentation/corpus.md, "Fault-around windows are not scans"), or else the highest block of the
+// least recently accessed loop that has been idle since before the scan began and longer than its period.
+// Reuse distance against idleness: a missed block of a loop displaces the HOT list's least recently
+// used block only if the loop's period is no longer than that block has been idle; otherwise it takes a
+// longer-period loop's block or is refused, as LIRS refuses a block whose reuse distance exceeds the
+// recency of its oldest protected block (Documentation/design/policy-core.md, "Reuse distance against
+// idleness").
 // Cold chunks: at each iteration of a loop, its resident blocks in chunks the core calls cold (not
 // reached in the two periods before the iteration, llc_block_cold()) become orphans, as the module's
 // and the daemon's pin plans leave them out (Documentation/design/policy-core.md, "Cold chunks").
@@ -63,6 +69,7 @@ constexpr uint8_t probation_class = LLMCACHE_NR_CLASSES; // its own count in res
 constexpr uint64_t probation_max_blocks = 32; // two 16-block fault-around windows
 constexpr uint64_t probation_min_blocks = 16; // less than one window catches too little to pay for itself
 constexpr uint64_t probation_share = 100;     // and at most 1% of the cache
+constexpr unsigned idle_loop_walk = 4096;     // sequences a scan looks through for an overdue loop
 
 class LlmPolicy final : public Policy {
 public:
@@ -371,11 +378,39 @@ private:
 	}
 
 	// Whether the HOT list holds more than its reserve and its least recently used block was last
-	// accessed before sequence seq began: what a scan with no older scan to evict takes instead.
-	bool hot_older_than(uint32_t seq) const
+	// accessed before virtual time vt: what a scan that began at vt, with no older scan to evict, takes.
+	bool hot_idle_since(uint64_t vt) const
 	{
 		const List &h = lists_[hot_list];
-		return h.count > hot_reserve_ && touched_[h.head] < llc_seq_get(core_, seq)->created_vt;
+		return h.count > hot_reserve_ && touched_[h.head] < vt;
+	}
+
+	// The least recently accessed loop holding blocks that has been idle longer than its period (it
+	// missed an iteration) and since before virtual time vt: what a scan that began at vt takes when it
+	// has no older scan to evict and the HOT list gives nothing. The walk, in the core's order of last
+	// access, stops at the first sequence accessed since vt, or after idle_loop_walk sequences.
+	uint32_t overdue_loop_idle_since(uint64_t vt) const
+	{
+		unsigned walk = idle_loop_walk;
+		for (uint16_t id = llc_lru_first(core_); id && walk--; id = llc_seq_get(core_, id)->lru_next) {
+			const llc_seq *l = llc_seq_get(core_, id);
+			if (l->last_vt >= vt)
+				return nil;
+			if (lists_[id].count && cls_[id] == LLMCACHE_CLASS_LOOP && llc_vtime(core_) - l->last_vt > l->period_vt)
+				return id;
+		}
+		return nil;
+	}
+
+	// Whether a missed block of loop seq may displace the HOT list's least recently used block: only if
+	// the loop's period is unknown or no longer than that block has been idle (LIRS keeps a block whose
+	// recency is shorter than the newcomer's reuse distance; the kernel activates a refaulted page only
+	// if its refault distance is under the active list's size).
+	bool displaces_hot(uint32_t seq) const
+	{
+		const uint64_t period = llc_seq_get(core_, seq)->period_vt;
+		const List &h = lists_[hot_list];
+		return !period || !h.count || period <= llc_vtime(core_) - touched_[h.head];
 	}
 
 	// Evict the next victim to admit `key`, or return false when `key` itself would be that victim.
@@ -384,13 +419,17 @@ private:
 		uint64_t with_new[LLMCACHE_NR_CLASSES] = {resident_[0], resident_[1], resident_[2]};
 		with_new[v.cls]++;
 		uint32_t victim_list = nil;
-		switch (llc_evict_class(with_new, hot_reserve_)) {
+		enum llmcache_class from = llc_evict_class(with_new, hot_reserve_);
+		if (from == LLMCACHE_CLASS_HOT && v.cls == LLMCACHE_CLASS_LOOP && !displaces_hot(v.seq))
+			from = LLMCACHE_CLASS_LOOP;
+		switch (from) {
 		case LLMCACHE_CLASS_SEQ:
 			victim_list = oldest_scan();
 			if (v.cls == LLMCACHE_CLASS_SEQ && (victim_list == nil || victim_list == v.seq)) {
-				if (!hot_older_than(v.seq))
+				const uint64_t began = llc_seq_get(core_, v.seq)->created_vt;
+				victim_list = hot_idle_since(began) ? hot_list : overdue_loop_idle_since(began);
+				if (victim_list == nil)
 					return false; // the newest scan's highest block is the one to drop
-				victim_list = hot_list;
 			}
 			break;
 		case LLMCACHE_CLASS_HOT:
