@@ -32,11 +32,11 @@
 // used block beyond the reserve if that block was last accessed before the scan began, as reclaim would
 // (Documentation/corpus.md, "Fault-around windows are not scans"), or else the highest block of the
 // least recently accessed loop that has been idle since before the scan began and longer than its period.
-// Reuse distance against idleness: a missed block of a loop displaces the HOT list's least recently
-// used block only if the loop's period is no longer than that block has been idle; otherwise it takes a
-// longer-period loop's block or is refused, as LIRS refuses a block whose reuse distance exceeds the
-// recency of its oldest protected block (Documentation/design/policy-core.md, "Reuse distance against
-// idleness").
+// Reuse distance against idleness: a missed block of a loop displaces the oldest scan's highest block
+// or the HOT list's least recently used one only if the loop's period is no longer than that block has
+// been idle; otherwise it takes a longer-period loop's block or is refused, as LIRS refuses a block
+// whose reuse distance exceeds the recency of its oldest protected block
+// (Documentation/design/policy-core.md, "Reuse distance against idleness").
 // Cold chunks: at each iteration of a loop, its resident blocks in chunks the core calls cold (not
 // reached in the two periods before the iteration, llc_block_cold()) become orphans, as the module's
 // and the daemon's pin plans leave them out (Documentation/design/policy-core.md, "Cold chunks").
@@ -402,15 +402,18 @@ private:
 		return nil;
 	}
 
-	// Whether a missed block of loop seq may displace the HOT list's least recently used block: only if
-	// the loop's period is unknown or no longer than that block has been idle (LIRS keeps a block whose
-	// recency is shorter than the newcomer's reuse distance; the kernel activates a refaulted page only
-	// if its refault distance is under the active list's size).
-	bool displaces_hot(uint32_t seq) const
+	// Whether a missed block of loop seq may displace the next victim of class `from` (SEQ or HOT): only
+	// if the loop's period is unknown or no longer than that block has been idle (LIRS keeps a block
+	// whose recency is shorter than the newcomer's reuse distance; the kernel activates a refaulted page
+	// only if its refault distance is under the active list's size). Orphans always go.
+	bool displaces(uint32_t seq, enum llmcache_class from)
 	{
 		const uint64_t period = llc_seq_get(core_, seq)->period_vt;
-		const List &h = lists_[hot_list];
-		return !period || !h.count || period <= llc_vtime(core_) - touched_[h.head];
+		const uint32_t list = from == LLMCACHE_CLASS_HOT ? hot_list : oldest_scan();
+		if (!period || list == nil || list == orphan_seq || !lists_[list].count)
+			return true;
+		const List &l = lists_[list];
+		return period <= llc_vtime(core_) - touched_[list == hot_list ? l.head : l.tail];
 	}
 
 	// Evict the next victim to admit `key`, or return false when `key` itself would be that victim.
@@ -420,7 +423,8 @@ private:
 		with_new[v.cls]++;
 		uint32_t victim_list = nil;
 		enum llmcache_class from = llc_evict_class(with_new, hot_reserve_);
-		if (from == LLMCACHE_CLASS_HOT && v.cls == LLMCACHE_CLASS_LOOP && !displaces_hot(v.seq))
+		if (v.cls == LLMCACHE_CLASS_LOOP && (from == LLMCACHE_CLASS_SEQ || from == LLMCACHE_CLASS_HOT) &&
+		    !displaces(v.seq, from))
 			from = LLMCACHE_CLASS_LOOP;
 		switch (from) {
 		case LLMCACHE_CLASS_SEQ:

@@ -316,6 +316,21 @@ void llm_access__loop_period_longer_than_hot_idleness__does_not_displace_hot(voi
 	assert_int_equal(run.sweep(0, 0, 30), 30);
 }
 
+// Two 20-block scans, A then B, in a cache of 32 with no HOT reserve: B's last 8 blocks take A's
+// highest 8. A read again is a loop of period 40, longer than B's blocks have been idle: its 8 misses
+// are refused and B keeps its 20 blocks. A read once more right away has a period of 20, shorter than
+// B's idleness: its misses take 8 of B's blocks, and its next pass hits all 20.
+void llm_access__loop_period_longer_than_scan_idleness__does_not_displace_scan(void **)
+{
+	Run run(32, 0.0);
+	run.sweep(1, 0, 20);
+	run.sweep(2, 0, 20);
+	assert_int_equal(run.sweep(1, 0, 20), 12);
+	assert_int_equal(run.sweep(1, 0, 20), 12);
+	assert_int_equal(run.sweep(1, 0, 20), 20);
+	assert_int_equal(run.sweep(2, 0, 20), 12);
+}
+
 // A model file's loop whose head (blocks 64-255, a token embedding) its iterations pass over: each reads
 // block 0 and blocks 256-639. While the head is pinned, the 300-block cache hits block 0 and 256-299; once
 // its chunks are cold (two periods untouched, core.h) they go first, and the weights take their room.
@@ -372,6 +387,7 @@ int main()
 		cmocka_unit_test(llm_access__scan_without_older_scan__takes_hot_blocks_used_before_it_beyond_reserve),
 		cmocka_unit_test(llm_access__scan_without_older_scan__takes_overdue_loop_idle_since_before_it),
 		cmocka_unit_test(llm_access__loop_period_longer_than_hot_idleness__does_not_displace_hot),
+		cmocka_unit_test(llm_access__loop_period_longer_than_scan_idleness__does_not_displace_scan),
 		cmocka_unit_test(llm_access__loop_head_passed_over__cold_chunks_released),
 		cmocka_unit_test(llm_access__capacity_one__works),
 		cmocka_unit_test(llm_make__capacity_zero__rejected),
