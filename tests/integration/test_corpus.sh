@@ -110,10 +110,14 @@ llm_wins = {
     "engine-f16-mha-mmap-107-decode": ["25%", "50%"],
     "engine-f16-mha-mmap-107-prompt": ["25%", "50%"],  # 25%: since fault-around windows are not
     "engine-f16-mha-mmap-50-prompt": ["50%"],
-    "engine-f16-mha-mmap-80-prompt": ["50%"],
+    "engine-f16-mha-mmap-80-prompt": ["25%", "50%"],   # 25%: since reuse distance against idleness
     "engine-q8-gqa-mmap-107-prompt": ["25%", "50%"],   # scans (corpus.md), here too
     "engine-q8-gqa-mmap-50-prompt": ["50%"],   # since the retouching loops' probation (corpus.md)
-    "engine-q8-gqa-mmap-80-prompt": ["50%"],
+    "engine-q8-gqa-mmap-80-prompt": ["25%", "50%"],   # 25%: since reuse distance against idleness
+    "engine-f16-mha-read-decode": ["25%"],     # since reuse distance against idleness (corpus.md)
+    "engine-f16-mha-read-prompt": ["25%"],
+    "engine-q8-gqa-read-decode": ["25%"],
+    "engine-q8-gqa-read-prompt": ["25%"],
     "engine-f16-mha-mmap-80-decode": ["25%"],  # since the retouching loops' probation (corpus.md)
     "engine-q8-gqa-mmap-107-decode": ["25%", "50%"],
     "engine-q8-gqa-mmap-50-decode": ["25%", "50%"],
