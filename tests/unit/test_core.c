@@ -109,6 +109,9 @@ static void core_access__hot_rereference__touch_moves_to_lru_tail(void **state)
 	assert_int_equal(v.seq, a);
 	assert_int_equal(llc_first(c, LLMCACHE_CLASS_HOT), b);
 	assert_int_equal(llc_next(c, b), a);
+	assert_int_equal(llc_lru_first(c), b); /* all sequences by last access too */
+	assert_int_equal(llc_seq_get(c, b)->lru_next, a);
+	assert_int_equal(llc_seq_get(c, a)->lru_next, LLC_SEQ_NONE);
 	free(c);
 }
 

@@ -295,9 +295,9 @@ void llm_access__scan_without_older_scan__takes_overdue_loop_idle_since_before_i
 // Twenty HOT blocks read between the passes of a 30-block loop, in a cache of 40 with no HOT reserve.
 // At the second pass the loop's period (50 accesses) is longer than the HOT blocks have been idle (under
 // 50): its 10 missed blocks are refused, and the next HOT round hits all 20 (taking the HOT blocks, the
-// missed loop blocks would have made that round miss every one, each evicting the next). So is the third
-// pass's, whose period is 50 too. The fourth pass's period (30) is shorter than the HOT blocks' idleness
-// (50 and more): its misses take 10 of them, and the fifth pass hits all 30.
+// missed loop blocks would have made that round miss every one, each evicting the next). The third
+// pass's period is 50 too: its misses are refused again. The fourth pass's period (30) is shorter than
+// the HOT blocks' idleness (50 and more): its misses take 10 of them, and the fifth pass hits all 30.
 void llm_access__loop_period_longer_than_hot_idleness__does_not_displace_hot(void **)
 {
 	Run run(40, 0.0);
