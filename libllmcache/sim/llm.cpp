@@ -412,8 +412,13 @@ private:
 		const uint32_t list = from == LLMCACHE_CLASS_HOT ? hot_list : oldest_scan();
 		if (!period || list == nil || list == orphan_seq || !lists_[list].count)
 			return true;
-		const List &l = lists_[list];
-		return period <= llc_vtime(core_) - touched_[list == hot_list ? l.head : l.tail];
+		return period <= llc_vtime(core_) - touched_[next_victim(list)];
+	}
+
+	// The block a list gives up first: the HOT list its least recently used, a sequence its highest.
+	uint32_t next_victim(uint32_t list) const
+	{
+		return list == hot_list ? lists_[list].head : lists_[list].tail;
 	}
 
 	// Evict the next victim to admit `key`, or return false when `key` itself would be that victim.
@@ -451,8 +456,7 @@ private:
 		}
 		if (victim_list == nil)
 			return false;
-		List &l = lists_[victim_list];
-		evict(victim_list == hot_list ? l.head : l.tail);
+		evict(next_victim(victim_list));
 		return true;
 	}
 
