@@ -36,7 +36,10 @@
 // or the HOT list's least recently used one only if the loop's period is no longer than that block has
 // been idle; otherwise it takes a longer-period loop's block or is refused, as LIRS refuses a block
 // whose reuse distance exceeds the recency of its oldest protected block
-// (Documentation/design/policy-core.md, "Reuse distance against idleness").
+// (Documentation/design/policy-core.md, "Reuse distance against idleness"). The HOT reserve is bounded
+// by the same measure: a loop's block that would be refused takes the HOT list's least recently used
+// block, even within the reserve, if that block has been idle for more than two of the loop's periods
+// (a tokenizer page read at start-up and never again; "The HOT reserve against a loop's period").
 // Cold chunks: at each iteration of a loop, its resident blocks in chunks the core calls cold (not
 // reached in the two periods before the iteration, llc_block_cold()) become orphans, as the module's
 // and the daemon's pin plans leave them out (Documentation/design/policy-core.md, "Cold chunks").
@@ -385,6 +388,16 @@ private:
 		return h.count > hot_reserve_ && touched_[h.head] < vt;
 	}
 
+	// Whether the HOT list's least recently used block, within the reserve or not, has been idle for more
+	// than two periods of loop seq: it missed two of the loop's iterations (the core's test for a loop that
+	// stopped), so the reserve gives it up to a block of the loop that would otherwise be refused.
+	bool hot_missed_two_iterations(uint32_t seq) const
+	{
+		const List &h = lists_[hot_list];
+		const uint64_t period = llc_seq_get(core_, seq)->period_vt;
+		return h.count && period && llc_vtime(core_) - touched_[h.head] > 2 * period;
+	}
+
 	// The least recently accessed loop holding blocks that has been idle longer than its period (it
 	// missed an iteration) and since before virtual time vt: what a scan that began at vt takes when it
 	// has no older scan to evict and the HOT list gives nothing. The walk, in the core's order of last
@@ -448,8 +461,11 @@ private:
 			victim_list = longest_loop(v.cls == LLMCACHE_CLASS_LOOP ? v.seq : nil);
 			if (v.cls == LLMCACHE_CLASS_LOOP &&
 			    (victim_list == nil ||
-			     (victim_list == v.seq && key_block(key) > key_block(key_[lists_[victim_list].tail]))))
-				return false; // pin the loop's lowest blocks: this one is above them
+			     (victim_list == v.seq && key_block(key) > key_block(key_[lists_[victim_list].tail])))) {
+				if (!hot_missed_two_iterations(v.seq))
+					return false; // pin the loop's lowest blocks: this one is above them
+				victim_list = hot_list;
+			}
 			break;
 		default:
 			break;

@@ -331,6 +331,31 @@ void llm_access__loop_period_longer_than_scan_idleness__does_not_displace_scan(v
 	assert_int_equal(run.sweep(2, 0, 20), 12);
 }
 
+// Ten HOT blocks (tokenizer pages) and a 35-block loop in a cache of 40 whose HOT reserve is those ten.
+// Pass 1 is a scan of which the cache keeps blocks 0-29; from pass 2 on the loop misses 30-34. Read
+// with every pass, the HOT blocks stay within the reserve and the loop hits 30 a pass. Read once, at the
+// start, by the end of pass 2 they have been idle for more than two periods (70 accesses): the loop's
+// missed blocks take five of them, and from pass 3 on it hits all 35.
+void llm_access__hot_reserve_idle_two_loop_periods__yields_to_loop(void **)
+{
+	for (bool hot_read_every_pass : {false, true}) {
+		Run run(40, 0.25);
+		auto hot_round = [&run] {
+			for (uint64_t i = 0; i < 10; i++)
+				run.touch(2, i * 100);
+		};
+		hot_round();
+		run.sweep(0, 0, 35);
+		for (int pass = 2; pass <= 6; pass++) {
+			if (hot_read_every_pass)
+				hot_round();
+			const uint64_t hits = run.sweep(0, 0, 35);
+			if (pass >= 3)
+				assert_int_equal(hits, hot_read_every_pass ? 30 : 35);
+		}
+	}
+}
+
 // A model file's loop whose head (blocks 64-255, a token embedding) its iterations pass over: each reads
 // block 0 and blocks 256-639. While the head is pinned, the 300-block cache hits block 0 and 256-299; once
 // its chunks are cold (two periods untouched, core.h) they go first, and the weights take their room.
@@ -388,6 +413,7 @@ int main()
 		cmocka_unit_test(llm_access__scan_without_older_scan__takes_overdue_loop_idle_since_before_it),
 		cmocka_unit_test(llm_access__loop_period_longer_than_hot_idleness__does_not_displace_hot),
 		cmocka_unit_test(llm_access__loop_period_longer_than_scan_idleness__does_not_displace_scan),
+		cmocka_unit_test(llm_access__hot_reserve_idle_two_loop_periods__yields_to_loop),
 		cmocka_unit_test(llm_access__loop_head_passed_over__cold_chunks_released),
 		cmocka_unit_test(llm_access__capacity_one__works),
 		cmocka_unit_test(llm_make__capacity_zero__rejected),
