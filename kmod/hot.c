@@ -7,12 +7,17 @@
  * say, marking folios accessed: only a reference guarantees residency whatever the kernel's LRU thinks,
  * it costs nothing per access, and pins already show it is released safely everywhere (truncation,
  * unregistration, enable=0, unload). HOT blocks beyond the reserve are not held: they age in the
- * kernel's LRU like any page, which is Algorithm 1's eviction of HOT blocks over the reserve.
+ * kernel's LRU like any page, which is Algorithm 1's eviction of HOT blocks over the reserve. Nor is a
+ * HOT block idle for longer than the core's limit (llc_hot_idle_limit(): it missed two iterations of
+ * every loop that runs, a tokenizer page read at start-up and never again): the reserve protects the
+ * blocks still in use, not the first ones ever read (Documentation/design/policy-core.md, "The HOT
+ * reserve against a loop's period").
  *
  * A worker recomputes the protected set 50 ms after an access to an unprotected HOT block (accesses
- * within that window coalesce), when hot_reserve changes and when the module is re-enabled: it walks
- * the core's HOT list from its most recently used end, keeps what is still chosen, drops the rest and
- * holds the newly chosen blocks that are resident (a block read later is protected at its next access).
+ * within that window coalesce), when the core's idleness limit changes, when hot_reserve changes and
+ * when the module is re-enabled: it walks the core's HOT list from its most recently used end, keeps
+ * what is still chosen, drops the rest and holds the newly chosen blocks that are resident (a block
+ * read later is protected at its next access).
  * Files flagged LLMCACHE_FILE_NO_PROTECT are skipped. Under memory pressure the shrinker releases
  * protection last, after every loop pin (llc_hot_shrink), and caps the reserve; the cap grows back by
  * 1/16 of the reserve at each recomputation.
@@ -69,13 +74,17 @@ static u32 llc_hot_choose(u64 limit, struct llc_file **files, u32 nfiles)
 	unsigned long flags;
 	u16 id, tail = LLC_SEQ_NONE;
 	u32 n = 0;
-	u64 b;
+	u64 b, idle_limit, now;
 
 	spin_lock_irqsave(&llc.lock, flags);
+	idle_limit = llc_hot_idle_limit(llc.core);
+	now = llc_vtime(llc.core);
 	for (id = llc_first(llc.core, LLMCACHE_CLASS_HOT); id != LLC_SEQ_NONE; id = llc_next(llc.core, id))
 		tail = id;
 	for (id = tail; id != LLC_SEQ_NONE && n < limit; id = s->list_prev) {
 		s = llc_seq_get(llc.core, id);
+		if (idle_limit && now - s->last_vt > idle_limit)
+			break; /* it and every older one missed two iterations of every loop that runs */
 		if (!llc_hot_file(files, nfiles, s->file))
 			continue;
 		for (b = s->start; b <= s->end && n < limit; b++)

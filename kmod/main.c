@@ -113,6 +113,11 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 			n -= k;
 			b += k;
 		}
+		/* A new HOT idleness limit (every LLC_AGING_INTERVAL at most): some protection may lapse. */
+		if (READ_ONCE(llc.hot_reserve) && llc_hot_idle_limit(llc.core) != llc.hot_idle_limit) {
+			llc.hot_idle_limit = llc_hot_idle_limit(llc.core);
+			hot_kick = true;
+		}
 		if (seq && kind != LLC_ACCESS_MAPPED && !(READ_ONCE(f->flags) & LLMCACHE_FILE_NO_DROP)) {
 			f->seq_undropped += seq; /* resident SEQ blocks at most, for seq.c and the shrinker */
 			llc.seq_undropped += seq;

@@ -63,6 +63,7 @@ struct llc_core {
 	struct llc_config cfg;
 	uint64_t vtime;
 	uint64_t next_aging_vt; /* age_loops() */
+	uint64_t hot_idle_limit; /* llc_hot_idle_limit(), set by age_loops() */
 	uint64_t stats[LLMCACHE_NR_STATS];
 	uint32_t class_count[LLMCACHE_NR_CLASSES];
 	struct llc_list lists[LLMCACHE_NR_CLASSES];
@@ -477,7 +478,8 @@ static void new_iteration(struct llc_core *c, struct llc_seq *s, uint16_t id, ui
  * for good. So every LLC_AGING_INTERVAL accesses, a loop whose current iteration has lasted more than
  * twice its period is keyed by that age instead (the period is at least that long, as far as anyone can
  * tell), and moves toward the head of the order: released first, pinned last. Its next iteration puts
- * the measured period back. O(loops) per interval.
+ * the measured period back. O(loops) per interval. The same walk sets the HOT idleness limit: twice the
+ * longest period of the loops that still run (llc_hot_idle_limit()).
  */
 #define LLC_AGING_INTERVAL 1024
 
@@ -486,13 +488,17 @@ static void age_loops(struct llc_core *c)
 	uint16_t id = c->lists[LLMCACHE_CLASS_LOOP].head, next;
 
 	c->next_aging_vt = c->vtime + LLC_AGING_INTERVAL;
+	c->hot_idle_limit = 0;
 	for (; id; id = next) {
 		struct llc_seq *s = &c->seqs[id];
 		uint64_t age = c->vtime - s->iter_start_vt;
 
 		next = s->list_next;
-		if (!s->period_vt || age <= 2 * s->period_vt || !period_moved(s->order_vt, age))
+		if (!s->period_vt || age <= 2 * s->period_vt || !period_moved(s->order_vt, age)) {
+			if (s->order_vt == s->period_vt && 2 * s->period_vt > c->hot_idle_limit)
+				c->hot_idle_limit = 2 * s->period_vt;
 			continue;
+		}
 		s->order_vt = age;
 		list_unlink(c, &c->lists[LLMCACHE_CLASS_LOOP], id);
 		loop_insert(c, id);
@@ -763,6 +769,11 @@ uint16_t llc_next(const struct llc_core *c, uint16_t id)
 uint16_t llc_lru_first(const struct llc_core *c)
 {
 	return c->seq_lru.head;
+}
+
+uint64_t llc_hot_idle_limit(const struct llc_core *c)
+{
+	return c->hot_idle_limit;
 }
 
 enum llmcache_class llc_evict_class(const uint64_t resident[LLMCACHE_NR_CLASSES], uint64_t hot_reserve)

@@ -131,6 +131,15 @@ uint16_t llc_lru_first(const struct llc_core *c);
 enum llmcache_class llc_evict_class(const uint64_t resident[LLMCACHE_NR_CLASSES], uint64_t hot_reserve);
 
 /*
+ * The HOT reserve's idleness limit, in accesses: twice the longest period of the loops that still run
+ * (not stopped, "Loops that stopped"), as of the last aging; 0 when no loop runs. A HOT block idle for
+ * longer has missed two iterations of every loop, so the reserve does not protect it: the module does
+ * not hold it, and a simulated cache gives it up to a loop's block that would otherwise be refused
+ * (Documentation/design/policy-core.md, "The HOT reserve against a loop's period").
+ */
+uint64_t llc_hot_idle_limit(const struct llc_core *c);
+
+/*
  * Pin plan: loops in order of increasing period, each pinned from its lowest block up, until the budget
  * is spent, leaving out the chunks of a loop that no access reached in the two periods before its
  * current iteration began (cold: a part its iterations pass over, such as a model's token embedding;

@@ -38,8 +38,9 @@
 // whose reuse distance exceeds the recency of its oldest protected block
 // (Documentation/design/policy-core.md, "Reuse distance against idleness"). The HOT reserve is bounded
 // by the same measure: a loop's block that would be refused takes the HOT list's least recently used
-// block, even within the reserve, if that block has been idle for more than two of the loop's periods
-// (a tokenizer page read at start-up and never again; "The HOT reserve against a loop's period").
+// block, even within the reserve, if that block has been idle for more than two periods of every loop
+// that runs (a tokenizer page read at start-up and never again; policy-core.md, "The HOT reserve against
+// a loop's period").
 // Cold chunks: at each iteration of a loop, its resident blocks in chunks the core calls cold (not
 // reached in the two periods before the iteration, llc_block_cold()) become orphans, as the module's
 // and the daemon's pin plans leave them out (Documentation/design/policy-core.md, "Cold chunks").
@@ -388,14 +389,14 @@ private:
 		return h.count > hot_reserve_ && touched_[h.head] < vt;
 	}
 
-	// Whether the HOT list's least recently used block, within the reserve or not, has been idle for more
-	// than two periods of loop seq: it missed two of the loop's iterations (the core's test for a loop that
-	// stopped), so the reserve gives it up to a block of the loop that would otherwise be refused.
-	bool hot_missed_two_iterations(uint32_t seq) const
+	// Whether the HOT list's least recently used block, within the reserve or not, has been idle for longer
+	// than the core's limit (llc_hot_idle_limit(): it missed two iterations of every loop that runs), so
+	// the reserve gives it up to a loop's block that would otherwise be refused.
+	bool hot_past_idle_limit() const
 	{
 		const List &h = lists_[hot_list];
-		const uint64_t period = llc_seq_get(core_, seq)->period_vt;
-		return h.count && period && llc_vtime(core_) - touched_[h.head] > 2 * period;
+		const uint64_t limit = llc_hot_idle_limit(core_);
+		return h.count && limit && llc_vtime(core_) - touched_[h.head] > limit;
 	}
 
 	// The least recently accessed loop holding blocks that has been idle longer than its period (it
@@ -462,7 +463,7 @@ private:
 			if (v.cls == LLMCACHE_CLASS_LOOP &&
 			    (victim_list == nil ||
 			     (victim_list == v.seq && key_block(key) > key_block(key_[lists_[victim_list].tail])))) {
-				if (!hot_missed_two_iterations(v.seq))
+				if (!hot_past_idle_limit())
 					return false; // pin the loop's lowest blocks: this one is above them
 				victim_list = hot_list;
 			}

@@ -184,6 +184,23 @@ static void core_loop_order__stopped_loop__keyed_by_its_age(void **state)
 	free(c);
 }
 
+/* The HOT idleness limit: 0 before any loop; twice the longest period of the loops that still run. */
+static void core_hot_idle_limit__twice_the_longest_running_period(void **state)
+{
+	struct llc_core *c = default_core();
+
+	sweep(c, FILE_B, 0, 100);
+	assert_int_equal(llc_hot_idle_limit(c), 0);
+	for (int i = 0; i < 10; i++)
+		sweep(c, FILE_B, 0, 100); /* B: period 100, running at the aging of access 1024 */
+	assert_int_equal(llc_hot_idle_limit(c), 200);
+	for (int i = 0; i < 150; i++)
+		sweep(c, FILE_A, 0, 10); /* A: period 10; by the aging of access 2048, B has stopped */
+	assert_int_equal(llc_seq_get(c, llc_lookup(c, FILE_B, 0))->period_vt, 100);
+	assert_int_equal(llc_hot_idle_limit(c), 20); /* A's: B's period no longer counts */
+	free(c);
+}
+
 static void core_access__loop_restart__new_iteration_with_period(void **state)
 {
 	struct llc_core *c = default_core();
@@ -915,6 +932,7 @@ int main(void)
 		cmocka_unit_test(core_stats__classified_accesses__counted_per_class),
 		cmocka_unit_test(access_extend__request_traces__same_as_per_block),
 		cmocka_unit_test(core_loop_order__stopped_loop__keyed_by_its_age),
+		cmocka_unit_test(core_hot_idle_limit__twice_the_longest_running_period),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
