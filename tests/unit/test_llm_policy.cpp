@@ -334,9 +334,9 @@ void llm_access__loop_period_longer_than_scan_idleness__does_not_displace_scan(v
 // Ten HOT blocks (tokenizer pages) and a 35-block loop in a cache of 40 whose HOT reserve is those ten.
 // Pass 1 is a scan of which the cache keeps blocks 0-29; from pass 2 on the loop misses 30-34. Read
 // with every pass, the HOT blocks stay within the reserve and the loop hits 30 a pass. Read once, at the
-// start, they are idle past the core's limit (twice the loop's period, 70 accesses) from its first
-// aging (access 1024, in pass 30) on: the loop's missed blocks take five of them, and from the next pass
-// on it hits all 35.
+// start, they are idle past the core's limit (twice the loop's period, 70 accesses) once the core has
+// set it (every 1024 accesses; here in pass 30): the loop's missed blocks take five of them, and from
+// the next pass on it hits all 35.
 void llm_access__hot_reserve_idle_two_loop_periods__yields_to_loop(void **)
 {
 	for (bool hot_read_every_pass : {false, true}) {
