@@ -79,7 +79,7 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 {
 	const unsigned int shift = PAGE_SHIFT - LLMCACHE_BLOCK_SHIFT;
 	struct llc_file *f;
-	u64 b, n, req, now, seq = 0, loop = 0;
+	u64 b, n, req, now, idle_limit, seq = 0, loop = 0;
 	bool kick = false, hot_kick = false, tail = false, stream = false, hot;
 
 	if (!static_branch_unlikely(&llc_active) || last < first)
@@ -113,9 +113,10 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 			n -= k;
 			b += k;
 		}
-		/* A new HOT idleness limit (every LLC_AGING_INTERVAL at most): some protection may lapse. */
-		if (READ_ONCE(llc.hot_reserve) && llc_hot_idle_limit(llc.core) != llc.hot_idle_limit) {
-			llc.hot_idle_limit = llc_hot_idle_limit(llc.core);
+		/* A new HOT idleness limit (every LLC_AGING_INTERVAL at most): the protected set may change. */
+		idle_limit = llc_hot_idle_limit(llc.core);
+		if (READ_ONCE(llc.hot_reserve) && idle_limit != llc.hot_idle_limit) {
+			llc.hot_idle_limit = idle_limit;
 			hot_kick = true;
 		}
 		if (seq && kind != LLC_ACCESS_MAPPED && !(READ_ONCE(f->flags) & LLMCACHE_FILE_NO_DROP)) {

@@ -494,14 +494,13 @@ static void age_loops(struct llc_core *c)
 		uint64_t age = c->vtime - s->iter_start_vt;
 
 		next = s->list_next;
-		if (!s->period_vt || age <= 2 * s->period_vt || !period_moved(s->order_vt, age)) {
-			if (s->order_vt == s->period_vt && 2 * s->period_vt > c->hot_idle_limit)
-				c->hot_idle_limit = 2 * s->period_vt;
-			continue;
+		if (s->period_vt && age > 2 * s->period_vt && period_moved(s->order_vt, age)) {
+			s->order_vt = age;
+			list_unlink(c, &c->lists[LLMCACHE_CLASS_LOOP], id);
+			loop_insert(c, id);
 		}
-		s->order_vt = age;
-		list_unlink(c, &c->lists[LLMCACHE_CLASS_LOOP], id);
-		loop_insert(c, id);
+		if (s->order_vt == s->period_vt && 2 * s->period_vt > c->hot_idle_limit) /* it still runs */
+			c->hot_idle_limit = 2 * s->period_vt;
 	}
 }
 
