@@ -32,6 +32,12 @@
 // used block beyond the reserve if that block was last accessed before the scan began, as reclaim would
 // (Documentation/corpus.md, "Fault-around windows are not scans"), or else the highest block of the
 // least recently accessed loop that has been idle since before the scan began and longer than its period.
+// Written blocks: a SEQ block that a write brought in is no scan to drop first either, and joins the HOT
+// LRU list as a window's does. The module does not see writes (it hooks reads and faults), and a page
+// just written is dirty: the module's invalidation skips it and the daemon's POSIX_FADV_DONTNEED only
+// starts its writeback, so both leave it to the kernel's LRU (Documentation/design/policy-core.md,
+// "Written blocks"). The core classifies a write as a read: the next pass of a write loop makes it a
+// LOOP, and its blocks in the HOT list move to it.
 // Reuse distance against idleness: a missed block of a loop displaces the oldest scan's highest block
 // or the HOT list's least recently used one only if the loop's period is no longer than that block has
 // been idle; otherwise it takes a longer-period loop's block or is refused, as LIRS refuses a block
@@ -98,7 +104,7 @@ public:
 		free_ = capacity ? 0 : nil;
 		gen_.assign(hot_list, ~uint64_t(0));
 		queued_.assign(hot_list, 0);
-		windowed_.assign(hot_list, 0);
+		lru_blocks_.assign(hot_list, 0);
 		cls_.assign(probation_list + 1, LLMCACHE_CLASS_SEQ);
 		cls_[hot_list] = LLMCACHE_CLASS_HOT;
 		cls_[probation_list] = probation_class;
@@ -118,7 +124,7 @@ public:
 	{
 		const uint64_t req_blocks = request_blocks(r);
 		llc_verdict v = llc_access_req(core_, key_file(r.key), key_block(r.key), req_blocks, r.time_ns);
-		window_ = r.mmap_fault && v.cls == LLMCACHE_CLASS_SEQ && seq_blocks(v.seq) <= req_blocks;
+		lru_block_ = v.cls == LLMCACHE_CLASS_SEQ && (r.write || (r.mmap_fault && seq_blocks(v.seq) <= req_blocks));
 		sync_sequence(v);
 		if (v.event == LLC_EV_ITERATION)
 			release_cold(v.seq);
@@ -169,10 +175,11 @@ private:
 		return s->end - s->start + 1;
 	}
 
-	// The list of the block accessed now: HOT blocks and fault-around windows share the HOT LRU list.
+	// The list of the block accessed now: HOT blocks, fault-around windows and written SEQ blocks share
+	// the HOT LRU list.
 	uint32_t list_of(const llc_verdict &v) const
 	{
-		return v.cls == LLMCACHE_CLASS_HOT || window_ ? hot_list : v.seq;
+		return v.cls == LLMCACHE_CLASS_HOT || lru_block_ ? hot_list : v.seq;
 	}
 
 	// Follow the core: a reused sequence id, a class change, a HOT run promoted to SEQ.
@@ -182,7 +189,7 @@ private:
 		if (gen_[v.seq] != s->created_vt) {
 			orphan_all(v.seq);
 			gen_[v.seq] = s->created_vt;
-			windowed_[v.seq] = 0;
+			lru_blocks_[v.seq] = 0;
 			cls_[v.seq] = v.cls;
 			if (v.cls == LLMCACHE_CLASS_SEQ)
 				queue_scan(v.seq);
@@ -194,15 +201,15 @@ private:
 		cls_[v.seq] = v.cls;
 		if (was == LLMCACHE_CLASS_HOT) {
 			// Its earlier blocks sit in the HOT list, where a window's stay: a promoted run is short.
-			if (!window_)
+			if (!lru_block_)
 				take_from_hot_list(v.seq, false);
 		} else {
 			resident_[was] -= lists_[v.seq].count;
 			resident_[v.cls] += lists_[v.seq].count;
-			if (windowed_[v.seq] && list_of(v) == v.seq) {
-				// A window that runs on as a loop: its blocks in the HOT list, the ones the
+			if (lru_blocks_[v.seq] && list_of(v) == v.seq) {
+				// A window or a write that runs on as a loop: its blocks in the HOT list, the ones the
 				// sequence still holds, move to it.
-				windowed_[v.seq] = 0;
+				lru_blocks_[v.seq] = 0;
 				take_from_hot_list(v.seq, true);
 			}
 		}
@@ -297,8 +304,8 @@ private:
 
 	void admit(uint64_t key, const llc_verdict &v)
 	{
-		if (window_)
-			windowed_[v.seq] = 1;
+		if (lru_block_)
+			lru_blocks_[v.seq] = 1;
 		admit_to(key, list_of(v));
 	}
 
@@ -490,8 +497,8 @@ private:
 	std::vector<uint8_t> cls_;                   // class of each list
 	std::deque<uint32_t> seq_age_;               // sequences in the order they became SEQ
 	std::vector<uint8_t> queued_;                // per sequence id: in seq_age_
-	std::vector<uint8_t> windowed_;              // per sequence id: has blocks in the HOT list as a window
-	bool window_ = false;                        // the block accessed now is a fault-around window's
+	std::vector<uint8_t> lru_blocks_;            // per sequence id: has SEQ blocks in the HOT list
+	bool lru_block_ = false; // the block accessed now is a SEQ block the HOT list takes: a window's, a write's
 	uint64_t resident_[LLMCACHE_NR_CLASSES + 1] = {}; // per class, then the probation
 	uint64_t hot_reserve_ = 0;
 	uint64_t probation_cap_ = 0;

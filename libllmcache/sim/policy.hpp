@@ -17,8 +17,9 @@ namespace llmcache::sim {
 // top bits, key_file(); whether it was an mmap fault, the time's top bit).
 struct Request {
 	uint64_t key;                // (file << 40) | block: unique per block of the trace; the file numbers are dense, from 0
-	uint64_t time_ns : 63;       // access time
+	uint64_t time_ns : 62;       // access time
 	uint64_t mmap_fault : 1 = 0; // the record was a fault on a file mapping, not a read() or a write()
+	uint64_t write : 1 = 0;      // the record was a write()
 };
 static_assert(sizeof(Request) == 16);
 

@@ -78,13 +78,13 @@ Trace load_trace(trace::Reader &reader, const std::function<void(uint64_t record
 			throw std::runtime_error("record " + std::to_string(t.records) + ": blocks " +
 						 std::to_string(a.first_block) + "+" + std::to_string(a.nr_blocks) +
 						 " exceed the simulator's 40-bit block numbers (4 PiB per file)");
-		if (a.time_ns >> 63)
+		if (a.time_ns >> 62)
 			throw std::runtime_error("record " + std::to_string(t.records) + ": time " + std::to_string(a.time_ns) +
-						 " ns is past the simulator's 63-bit times (292 years)");
-		const bool fault = a.op == LLMCACHE_OP_MMAP_FAULT;
+						 " ns is past the simulator's 62-bit times (146 years)");
+		const bool fault = a.op == LLMCACHE_OP_MMAP_FAULT, write = a.op == LLMCACHE_OP_WRITE;
 		for (uint64_t b = a.first_block, end = a.first_block + a.nr_blocks; b < end; b++) {
 			uint64_t key = request_key(file, b);
-			t.requests.push_back(Request{key, a.time_ns, fault});
+			t.requests.push_back(Request{key, a.time_ns, fault, write});
 			if (key >> 6 != word_key) {
 				if (word_key != util::FlatMap<uint64_t>::empty_key)
 					seen.put(word_key, word);

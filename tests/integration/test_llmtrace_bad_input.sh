@@ -49,7 +49,7 @@ def rec(t, ino, first, pid, dev, nr, op=0):
 open(f"{d}/claims.trace", "wb").write(hdr + rec(1, 5, 0, 1, 1, 0xFFFFFFFF))
 open(f"{d}/wrap.trace", "wb").write(hdr + rec(1, 5, 2**64 - 2, 1, 1, 10))
 open(f"{d}/far.trace", "wb").write(hdr + rec(1, 5, 2**40 - 1, 1, 1, 2))
-open(f"{d}/late.trace", "wb").write(hdr + rec(2**63, 5, 0, 1, 1, 2))
+open(f"{d}/late.trace", "wb").write(hdr + rec(2**62, 5, 0, 1, 1, 2))
 open(f"{d}/huge.csv", "w").write("time_ns,pid,dev,inode,first_block,nr_blocks,op,path\n1,1,1,1,0,4000000000,read,/x\n")
 random.seed(19)
 open(f"{d}/random.bin", "wb").write(bytes(random.getrandbits(8) for _ in range(2400)))
@@ -85,8 +85,8 @@ check "convert: nothing written for a refused trace" test ! -e "$tmp/wrap.oracle
 # folded into another file's blocks.
 expect 1 "far.trace:byte offset 96: .*past 2\^40" "$T" stat "$tmp/far.trace"
 expect 1 "far.trace.*40-bit block numbers" "$R" "$tmp/far.trace"
-# A time of 2^63 ns or more: beyond the simulator's 63-bit times (the top bit marks an mmap fault).
-expect 1 "late.trace.*63-bit times" "$R" "$tmp/late.trace"
+# A time of 2^62 ns or more: beyond the simulator's 62-bit times (the top bits mark an mmap fault, a write).
+expect 1 "late.trace.*62-bit times" "$R" "$tmp/late.trace"
 # The tools' own bounds: a trace that is sound but needs more than --max-memory.
 expect 1 "flagged.trace:byte offset [0-9]+: the footprint passes 16 blocks.*--max-memory" \
 	"$T" stat "$tmp/flagged.trace" --max-memory 1KiB

@@ -753,7 +753,10 @@ TEST_F_TIMEOUT(llmcache, hot_idle_past_loop_periods_released, 120)
 	 * hot_reserve recomputes the set for certain, which is what is asserted.
 	 */
 	if (wait_stat("stats/hot_protected", 0) != 0) {
-		TH_LOG("the limit's change did not release them within 20 s; recomputing through hot_reserve");
+		TH_LOG("the limit's change did not release them within 20 s (accesses %lld, loop iterations %lld, "
+		       "LOOP sequences %lld, HOT sequences %lld); recomputing through hot_reserve",
+		       sysfs_num("stats/accesses"), sysfs_num("stats/loop_iterations"), sysfs_num("stats/loop_seqs"),
+		       sysfs_num("stats/hot_seqs"));
 		ASSERT_EQ(0, sysfs_write("hot_reserve", "65536"));
 	}
 	EXPECT_EQ(0, wait_stat("stats/hot_protected", 0)) TH_LOG("blocks idle for 38 loop periods stayed protected");

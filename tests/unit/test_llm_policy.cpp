@@ -209,6 +209,7 @@ struct Rec {
 	uint32_t file;
 	uint64_t first, n;
 	bool fault;
+	bool write = false;
 };
 
 std::vector<uint64_t> replay_records(uint64_t capacity, double hot_reserve, const std::vector<Rec> &recs)
@@ -218,7 +219,7 @@ std::vector<uint64_t> replay_records(uint64_t capacity, double hot_reserve, cons
 	for (const Rec &rec : recs) {
 		t += 1000;
 		for (uint64_t b = rec.first; b < rec.first + rec.n; b++)
-			reqs.push_back(Request{request_key(rec.file, b), t, rec.fault});
+			reqs.push_back(Request{request_key(rec.file, b), t, rec.fault, rec.write});
 	}
 	PolicyOptions opt;
 	opt.hot_reserve = hot_reserve;
@@ -243,6 +244,17 @@ void llm_access__faulted_window__outlives_newer_read_scan(void **)
 	for (bool fault : {true, false}) {
 		auto hits = replay_records(32, 0, {{1, 0, 16, fault}, {2, 0, 16, false}, {3, 0, 16, true}, {1, 0, 16, fault}});
 		assert_int_equal(hits[3], fault ? 16 : 0);
+	}
+}
+
+// The same with the first 16 blocks written rather than faulted: a written block is no scan either (the
+// module does not see writes, and neither it nor the daemon can drop a dirty page), so the read() scan
+// goes and the written blocks, read back, hit all 16. Read with read() instead, they are the oldest scan.
+void llm_access__written_blocks__outlive_newer_read_scan(void **)
+{
+	for (bool write : {true, false}) {
+		auto hits = replay_records(32, 0, {{1, 0, 16, false, write}, {2, 0, 16, false}, {3, 0, 16, true}, {1, 0, 16, false}});
+		assert_int_equal(hits[3], write ? 16 : 0);
 	}
 }
 
@@ -409,6 +421,7 @@ int main()
 		cmocka_unit_test(llm_access__retouching_loop__refused_blocks_hit_in_probation),
 		cmocka_unit_test(llm_access__scan_refused_in_full_cache__window_faulted_again_hits_in_probation),
 		cmocka_unit_test(llm_access__faulted_window__outlives_newer_read_scan),
+		cmocka_unit_test(llm_access__written_blocks__outlive_newer_read_scan),
 		cmocka_unit_test(llm_access__scan_without_older_scan__takes_hot_blocks_used_before_it_beyond_reserve),
 		cmocka_unit_test(llm_access__scan_without_older_scan__takes_overdue_loop_idle_since_before_it),
 		cmocka_unit_test(llm_access__loop_period_longer_than_hot_idleness__does_not_displace_hot),
