@@ -8,10 +8,10 @@
  * it costs nothing per access, and pins already show it is released safely everywhere (truncation,
  * unregistration, enable=0, unload). HOT blocks beyond the reserve are not held: they age in the
  * kernel's LRU like any page, which is Algorithm 1's eviction of HOT blocks over the reserve. Nor is a
- * HOT block idle for longer than the core's limit (llc_hot_idle_limit(): it missed two iterations of
- * every loop that runs, a tokenizer page read at start-up and never again): the reserve protects the
- * blocks still in use, not the first ones ever read (Documentation/design/policy-core.md, "The HOT
- * reserve against a loop's period").
+ * HOT block idle for longer than the core's limit (llc_hot_idle_limit(): unused for two iterations of
+ * the biggest loop that runs, an engine's two tokens, like a tokenizer page read at start-up and never
+ * again): the reserve protects the blocks still in use, not the first ones ever read
+ * (Documentation/design/policy-core.md, "The HOT reserve against a loop's period").
  *
  * A worker recomputes the protected set 50 ms after an access to an unprotected HOT block (accesses
  * within that window coalesce), when the core's idleness limit changes, when hot_reserve changes and
@@ -84,7 +84,7 @@ static u32 llc_hot_choose(u64 limit, struct llc_file **files, u32 nfiles)
 	for (id = tail; id != LLC_SEQ_NONE && n < limit; id = s->list_prev) {
 		s = llc_seq_get(llc.core, id);
 		if (idle_limit && now - s->last_vt > idle_limit)
-			break; /* it and every older one missed two iterations of every loop that runs */
+			break; /* it and every older one went unused for two iterations of the biggest loop */
 		if (!llc_hot_file(files, nfiles, s->file))
 			continue;
 		for (b = s->start; b <= s->end && n < limit; b++)

@@ -479,13 +479,14 @@ static void new_iteration(struct llc_core *c, struct llc_seq *s, uint16_t id, ui
  * twice its period is keyed by that age instead (the period is at least that long, as far as anyone can
  * tell), and moves toward the head of the order: released first, pinned last. Its next iteration puts
  * the measured period back. O(loops) per interval. The same walk sets the HOT idleness limit: twice the
- * longest period of the loops that still run (llc_hot_idle_limit()).
+ * period of the biggest loop that still runs (llc_hot_idle_limit()).
  */
 #define LLC_AGING_INTERVAL 1024
 
 static void age_loops(struct llc_core *c)
 {
 	uint16_t id = c->lists[LLMCACHE_CLASS_LOOP].head, next;
+	uint64_t biggest = 0;
 
 	c->next_aging_vt = c->vtime + LLC_AGING_INTERVAL;
 	c->hot_idle_limit = 0;
@@ -499,8 +500,10 @@ static void age_loops(struct llc_core *c)
 			list_unlink(c, &c->lists[LLMCACHE_CLASS_LOOP], id);
 			loop_insert(c, id);
 		}
-		if (s->order_vt == s->period_vt && 2 * s->period_vt > c->hot_idle_limit) /* it still runs */
+		if (s->order_vt == s->period_vt && s->end - s->start + 1 > biggest) { /* it still runs */
+			biggest = s->end - s->start + 1;
 			c->hot_idle_limit = 2 * s->period_vt;
+		}
 	}
 }
 

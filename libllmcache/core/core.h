@@ -131,11 +131,12 @@ uint16_t llc_lru_first(const struct llc_core *c);
 enum llmcache_class llc_evict_class(const uint64_t resident[LLMCACHE_NR_CLASSES], uint64_t hot_reserve);
 
 /*
- * The HOT reserve's idleness limit, in accesses: twice the longest period of the loops that still run
- * (not stopped, "Loops that stopped"), as of the last aging; 0 when no loop runs. A HOT block idle for
- * longer has missed two iterations of every loop, so the reserve does not protect it: the module does
- * not hold it, and a simulated cache gives it up to a loop's block that would otherwise be refused
- * (Documentation/design/policy-core.md, "The HOT reserve against a loop's period").
+ * The HOT reserve's idleness limit, in accesses: twice the period of the biggest loop (most blocks) that
+ * still runs (not stopped, "Loops that stopped"), as of the last aging; 0 when no loop runs. That loop is
+ * an engine's weights, read once a token: a HOT block idle for longer has gone unused for two tokens, so
+ * the reserve does not protect it: the module does not hold it, and a simulated cache gives it up to a
+ * loop's block that would otherwise be refused (Documentation/design/policy-core.md, "The HOT reserve
+ * against a loop's period").
  */
 uint64_t llc_hot_idle_limit(const struct llc_core *c);
 

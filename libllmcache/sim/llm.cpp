@@ -44,9 +44,9 @@
 // whose reuse distance exceeds the recency of its oldest protected block
 // (Documentation/design/policy-core.md, "Reuse distance against idleness"). The HOT reserve is bounded
 // by the same measure: a loop's block that would be refused takes the HOT list's least recently used
-// block, even within the reserve, if that block has been idle for more than two periods of every loop
-// that runs (a tokenizer page read at start-up and never again; policy-core.md, "The HOT reserve against
-// a loop's period").
+// block, even within the reserve, if that block has been idle for more than two periods of the biggest
+// loop that runs (an engine's two tokens; a tokenizer page read at start-up and never again;
+// policy-core.md, "The HOT reserve against a loop's period").
 // Cold chunks: at each iteration of a loop, its resident blocks in chunks the core calls cold (not
 // reached in the two periods before the iteration, llc_block_cold()) become orphans, as the module's
 // and the daemon's pin plans leave them out (Documentation/design/policy-core.md, "Cold chunks").
@@ -397,7 +397,7 @@ private:
 	}
 
 	// Whether the HOT list's least recently used block, within the reserve or not, has been idle for longer
-	// than the core's limit (llc_hot_idle_limit(): it missed two iterations of every loop that runs), so
+	// than the core's limit (llc_hot_idle_limit(): unused for two iterations of the biggest loop), so
 	// the reserve gives it up to a loop's block that would otherwise be refused.
 	bool hot_past_idle_limit() const
 	{
