@@ -47,6 +47,10 @@
 // block, even within the reserve, if that block has been idle for more than two periods of the biggest
 // loop that runs (an engine's two tokens; a tokenizer page read at start-up and never again;
 // policy-core.md, "The HOT reserve against a loop's period").
+// Equal loops keep their pins: a loop that needs half the cache or more takes no blocks from a loop of
+// the same period within an eighth, which the core's order puts after it by a hair: the pins would only
+// move, and the pass in which they move is lost to both (two apps' model loops, one written and one
+// read, both once an inference; policy-core.md, "Equal loops keep their pins").
 // Cold chunks: at each iteration of a loop, its resident blocks in chunks the core calls cold (not
 // reached in the two periods before the iteration, llc_block_cold()) become orphans, as the module's
 // and the daemon's pin plans leave them out (Documentation/design/policy-core.md, "Cold chunks").
@@ -375,13 +379,25 @@ private:
 		return nil;
 	}
 
+	// Whether loop `taker`, which needs half the cache or more, would only move the pins of `holder`, a
+	// loop of the same period within an eighth (the core's hysteresis): both hit once a period, so the
+	// pins gain nothing where they go, and the pass in which they move is lost to both
+	// (Documentation/design/policy-core.md, "Equal loops keep their pins").
+	bool only_moves_pins(uint32_t taker, uint32_t holder) const
+	{
+		const llc_seq *t = llc_seq_get(core_, uint16_t(taker)), *h = llc_seq_get(core_, uint16_t(holder));
+		const uint64_t diff = t->order_vt > h->order_vt ? t->order_vt - h->order_vt : h->order_vt - t->order_vt;
+		return t->order_vt && h->order_vt && diff <= h->order_vt / 8 && 2 * (t->end - t->start + 1) >= capacity_;
+	}
+
 	// The longest-period loop holding blocks, or nil. With stop_at, nil also when stop_at comes first
-	// in the period order: a loop never takes blocks from a loop of shorter or equal period.
+	// in the period order (a loop never takes blocks from a loop of shorter or equal period) or when it
+	// would only move that loop's pins to stop_at.
 	uint32_t longest_loop(uint32_t stop_at = nil) const
 	{
 		for (uint16_t id = llc_first(core_, LLMCACHE_CLASS_LOOP); id; id = llc_next(core_, id)) {
 			if (lists_[id].count && cls_[id] == LLMCACHE_CLASS_LOOP)
-				return id;
+				return stop_at != nil && id != stop_at && only_moves_pins(stop_at, id) ? nil : id;
 			if (id == stop_at)
 				return nil;
 		}

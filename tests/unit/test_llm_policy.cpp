@@ -368,6 +368,26 @@ void llm_access__hot_reserve_idle_two_loop_periods__yields_to_loop(void **)
 	}
 }
 
+// Two 30-block loops read one after the other in a cache of 40, no HOT reserve: A's first pass is a scan
+// that B's evicts, so B holds the cache when both become loops. Four other blocks read once between
+// them make B's first period 64 to A's 60: equal within the core's hysteresis, but B is the longer by a
+// hair. A, which needs half the cache or more, takes none of B's pins: B hits 26 and then 30 a pass, A
+// its 10. Taking them (the rule before) moves the pins to A in pass 3, where both miss them (A 10, B 6),
+// for the same 40 hits a pass after.
+void llm_access__equal_loops__keep_their_pins(void **)
+{
+	const uint64_t want_b[] = {0, 26, 26, 30, 30, 30};
+	Run run(40, 0.0);
+	for (int pass = 1; pass <= 6; pass++) {
+		const uint64_t a = run.sweep(0, 0, 30);
+		if (pass == 2)
+			run.sweep(2, 0, 4);
+		const uint64_t b = run.sweep(1, 0, 30);
+		assert_int_equal(a, pass == 1 ? 0 : 10);
+		assert_int_equal(b, want_b[pass - 1]);
+	}
+}
+
 // A model file's loop whose head (blocks 64-255, a token embedding) its iterations pass over: each reads
 // block 0 and blocks 256-639. While the head is pinned, the 300-block cache hits block 0 and 256-299; once
 // its chunks are cold (two periods untouched, core.h) they go first, and the weights take their room.
@@ -427,6 +447,7 @@ int main()
 		cmocka_unit_test(llm_access__loop_period_longer_than_hot_idleness__does_not_displace_hot),
 		cmocka_unit_test(llm_access__loop_period_longer_than_scan_idleness__does_not_displace_scan),
 		cmocka_unit_test(llm_access__hot_reserve_idle_two_loop_periods__yields_to_loop),
+		cmocka_unit_test(llm_access__equal_loops__keep_their_pins),
 		cmocka_unit_test(llm_access__loop_head_passed_over__cold_chunks_released),
 		cmocka_unit_test(llm_access__capacity_one__works),
 		cmocka_unit_test(llm_make__capacity_zero__rejected),
