@@ -514,7 +514,7 @@ private:
 	std::deque<uint32_t> seq_age_;               // sequences in the order they became SEQ
 	std::vector<uint8_t> queued_;                // per sequence id: in seq_age_
 	std::vector<uint8_t> lru_blocks_;            // per sequence id: has SEQ blocks in the HOT list
-	bool lru_block_ = false; // the block accessed now is a SEQ block the HOT list takes: a window's, a write's
+	bool lru_block_ = false;                     // the block accessed now is a window's or a write's SEQ block
 	uint64_t resident_[LLMCACHE_NR_CLASSES + 1] = {}; // per class, then the probation
 	uint64_t hot_reserve_ = 0;
 	uint64_t probation_cap_ = 0;

@@ -14,7 +14,7 @@ namespace llmcache::sim {
 
 // One 4 KiB block access, after the replay has split multi-block records and numbered the files. 16
 // bytes: a replay keeps every one of them in memory, and no policy looks at more (the file is the key's
-// top bits, key_file(); whether it was an mmap fault, the time's top bit).
+// top bits, key_file(); whether it was an mmap fault or a write, the time's top two bits).
 struct Request {
 	uint64_t key;                // (file << 40) | block: unique per block of the trace; the file numbers are dense, from 0
 	uint64_t time_ns : 62;       // access time
