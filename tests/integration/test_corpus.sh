@@ -122,10 +122,9 @@ llm_wins = {
     "engine-q8-gqa-mmap-107-decode": ["25%", "50%"],
     "engine-q8-gqa-mmap-50-decode": ["25%", "50%"],
     "engine-q8-gqa-mmap-80-decode": ["25%", "50%"],
-    "app-ai-notes": ["25%", "50%"],             # 50%: since loops that stopped are keyed by their age;
-                                                # 25%: since equal loops keep their pins
-    "app-text-classification": ["25%", "50%"],  # (corpus.md, "Loops that stopped")
-    "app-text-embedder": ["25%", "50%"],
+    "app-ai-notes": ["25%", "50%"],             # 25%: since equal loops keep their pins (corpus.md);
+    "app-text-classification": ["25%", "50%"],  # the rest since loops that stopped are keyed by their
+    "app-text-embedder": ["25%", "50%"],        # age (corpus.md, "Loops that stopped")
 }
 for s in llm_wins.get(meta["name"], []):
     rivals = [p for p in policies if p not in ("llm", "belady")]
