@@ -14,8 +14,9 @@
  * (Documentation/design/policy-core.md, "The HOT reserve against a loop's period").
  *
  * A worker recomputes the protected set 50 ms after an access to an unprotected HOT block (accesses
- * within that window coalesce), when the core's idleness limit changes, when hot_reserve changes and
- * when the module is re-enabled: it walks the core's HOT list from its most recently used end, keeps
+ * within that window coalesce), when the core's idleness limit changes, when the oldest block it
+ * protects has been idle past that limit (llc.hot_oldest_vt: a block goes idle as time passes, with no
+ * access to it and the limit the same), when hot_reserve changes and when the module is re-enabled: it walks the core's HOT list from its most recently used end, keeps
  * what is still chosen, drops the rest and holds the newly chosen blocks that are resident (a block
  * read later is protected at its next access).
  * Files flagged LLMCACHE_FILE_NO_PROTECT are skipped. Under memory pressure the shrinker releases
@@ -74,7 +75,7 @@ static u32 llc_hot_choose(u64 limit, struct llc_file **files, u32 nfiles)
 	unsigned long flags;
 	u16 id, tail = LLC_SEQ_NONE;
 	u32 n = 0;
-	u64 b, idle_limit, now;
+	u64 b, idle_limit, now, oldest = U64_MAX;
 
 	spin_lock_irqsave(&llc.lock, flags);
 	idle_limit = llc_hot_idle_limit(llc.core);
@@ -91,8 +92,10 @@ static u32 llc_hot_choose(u64 limit, struct llc_file **files, u32 nfiles)
 			if (llc_lookup(llc.core, s->file, b) == id) {
 				llc_hot_set[n].file = s->file;
 				llc_hot_set[n++].index = b;
+				oldest = s->last_vt;
 			}
 	}
+	llc.hot_oldest_vt = oldest; /* the access hook kicks a recomputation once it is idle past the limit */
 	spin_unlock_irqrestore(&llc.lock, flags);
 	return n;
 }
@@ -102,7 +105,7 @@ static void llc_hot_apply(void)
 	u64 reserve = READ_ONCE(llc.hot_reserve) >> LLMCACHE_BLOCK_SHIFT, limit;
 	struct llc_file **files, *f;
 	struct folio *folio;
-	unsigned long index;
+	unsigned long index, flags;
 	u32 nfiles = 0, n = 0, i;
 
 	lockdep_assert_held(&llc_reg_mutex);
@@ -116,8 +119,13 @@ static void llc_hot_apply(void)
 	if (llc_hot_cap < reserve)
 		llc_hot_cap += max_t(u64, reserve / 16, 1);
 	limit = min3(reserve, llc_hot_cap, (u64)LLC_HOT_MAX);
-	if (limit && nfiles)
+	if (limit && nfiles) {
 		n = llc_hot_choose(limit, files, nfiles);
+	} else {
+		spin_lock_irqsave(&llc.lock, flags);
+		llc.hot_oldest_vt = U64_MAX;
+		spin_unlock_irqrestore(&llc.lock, flags);
+	}
 
 	/* Mark what stays protected, release the rest, then protect what is new. */
 	for (i = 0; i < n; i++) {

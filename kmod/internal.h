@@ -87,6 +87,7 @@ struct llc_state {
 	u64 seq_drop_ns;                /* a file's scans are dropped this long after its last SEQ access */
 	u64 seq_undropped;              /* sum of the files' seq_undropped, under lock */
 	u64 hot_idle_limit;             /* llc_hot_idle_limit() at the last hot.c kick, under lock */
+	u64 hot_oldest_vt;              /* last access of the oldest block hot.c protects, U64_MAX: none; under lock */
 	u64 stats[LLMCACHE_NR_STATS];   /* the module's own counters (hits, misses, drops, pins) */
 	unsigned int nr_files;          /* under llc_reg_mutex */
 };

@@ -28,6 +28,7 @@ struct llc_state llc = {
 	.enabled = true,
 	.t_ns = 100 * NSEC_PER_MSEC,
 	.seq_drop_ns = NSEC_PER_SEC,
+	.hot_oldest_vt = U64_MAX,
 };
 DEFINE_MUTEX(llc_reg_mutex);
 LIST_HEAD(llc_files_list);
@@ -66,6 +67,12 @@ static bool llc_request_continues(struct llc_file *f, pgoff_t first, pgoff_t las
 	WRITE_ONCE(f->req_first, first);
 	WRITE_ONCE(f->req_last, last);
 	return last == req_last && first > req_first && first <= req_last;
+}
+
+/* Whether the oldest block hot.c protects has been idle past the HOT limit. Caller holds llc.lock. */
+static bool llc_hot_oldest_idle(u64 idle_limit)
+{
+	return idle_limit && llc.hot_oldest_vt != U64_MAX && llc_vtime(llc.core) - llc.hot_oldest_vt > idle_limit;
 }
 
 /*
@@ -113,9 +120,13 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 			n -= k;
 			b += k;
 		}
-		/* A new HOT idleness limit (every LLC_AGING_INTERVAL at most): the protected set may change. */
+		/*
+		 * A new HOT idleness limit (every LLC_AGING_INTERVAL at most), or the oldest protected block
+		 * idle past it: the protected set may change.
+		 */
 		idle_limit = llc_hot_idle_limit(llc.core);
-		if (READ_ONCE(llc.hot_reserve) && idle_limit != llc.hot_idle_limit) {
+		if (READ_ONCE(llc.hot_reserve) &&
+		    (idle_limit != llc.hot_idle_limit || llc_hot_oldest_idle(idle_limit))) {
 			llc.hot_idle_limit = idle_limit;
 			hot_kick = true;
 		}
