@@ -16,9 +16,10 @@
  * A worker recomputes the protected set 50 ms after an access to an unprotected HOT block (accesses
  * within that window coalesce), when the core's idleness limit changes, when the oldest block it
  * protects has been idle past that limit (llc.hot_oldest_vt: a block goes idle as time passes, with no
- * access to it and the limit the same), when hot_reserve changes and when the module is re-enabled: it walks the core's HOT list from its most recently used end, keeps
- * what is still chosen, drops the rest and holds the newly chosen blocks that are resident (a block
- * read later is protected at its next access).
+ * access to it and the limit the same), when hot_reserve changes and when the module is re-enabled: it
+ * walks the core's HOT list from its most recently used end, keeps what is still chosen, drops the
+ * rest and holds the newly chosen blocks that are resident (a block read later is protected at its
+ * next access).
  * Files flagged LLMCACHE_FILE_NO_PROTECT are skipped. Under memory pressure the shrinker releases
  * protection last, after every loop pin (llc_hot_shrink), and caps the reserve; the cap grows back by
  * 1/16 of the reserve at each recomputation.
