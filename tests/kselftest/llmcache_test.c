@@ -743,11 +743,14 @@ static int paced_sweeps(int fd, off_t size, int passes)
 }
 
 /*
- * A tokenizer read at start-up and never again, then a 64-block loop read for 40 passes: once the core's
- * HOT idleness limit (twice the loop's period, set every 1024 accesses) is below the lookups' idleness,
- * their blocks lose their protection although the reserve has room; read again, they get it back.
+ * A 64-block loop and a tokenizer whose ten lookups are protected, then 40 passes of the loop without
+ * them: the core's HOT idleness limit (twice the loop's period, set every 1024 accesses) falls below the
+ * lookups' idleness and their blocks lose their protection although the reserve has room. With
+ * loop_first, the loop runs 20 passes before the tokenizer is read, so the limit is already set and does
+ * not change: the access that finds the oldest protected block idle past it kicks the recomputation.
+ * Without, the tokenizer is read at start-up, and read again it gets its protection back.
  */
-TEST_F_TIMEOUT(llmcache, hot_idle_past_loop_periods_released, 120)
+static void hot_idle_released(struct __test_metadata *_metadata, int dev, bool loop_first)
 {
 	char path[256], tpath[256];
 	int fd = scratch_file("loop", 64, path, sizeof(path));
@@ -757,8 +760,10 @@ TEST_F_TIMEOUT(llmcache, hot_idle_past_loop_periods_released, 120)
 	ASSERT_LE(0, tok);
 	drop_caches();
 	ASSERT_EQ(0, sysfs_write("hot_reserve", "65536")); /* 16 blocks */
-	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
-	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, tok, NULL));
+	ASSERT_EQ(0, ioc_file(dev, LLMCACHE_IOC_REGISTER, fd, NULL));
+	ASSERT_EQ(0, ioc_file(dev, LLMCACHE_IOC_REGISTER, tok, NULL));
+	if (loop_first)
+		ASSERT_EQ(0, paced_sweeps(fd, 64 * 4096, 20));
 	ASSERT_EQ(0, scan(tok, 64));
 	ASSERT_EQ(0, lookups(tok, 5));
 	EXPECT_EQ(HOT_BLOCKS, wait_stat("stats/hot_protected", HOT_BLOCKS));
@@ -766,47 +771,26 @@ TEST_F_TIMEOUT(llmcache, hot_idle_past_loop_periods_released, 120)
 	EXPECT_EQ(0, wait_stat("stats/hot_protected", 0))
 		TH_LOG("blocks idle for 38 loop periods stayed protected (loop iterations %lld)",
 		       sysfs_num("stats/loop_iterations"));
-	ASSERT_EQ(0, lookups(tok, 1));
-	EXPECT_EQ(HOT_BLOCKS, wait_stat("stats/hot_protected", HOT_BLOCKS));
-	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_UNREGISTER, fd, NULL));
-	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_UNREGISTER, tok, NULL));
+	if (!loop_first) {
+		ASSERT_EQ(0, lookups(tok, 1));
+		EXPECT_EQ(HOT_BLOCKS, wait_stat("stats/hot_protected", HOT_BLOCKS));
+	}
+	ASSERT_EQ(0, ioc_file(dev, LLMCACHE_IOC_UNREGISTER, fd, NULL));
+	ASSERT_EQ(0, ioc_file(dev, LLMCACHE_IOC_UNREGISTER, tok, NULL));
 	close(fd);
 	close(tok);
 	unlink(path);
 	unlink(tpath);
 }
 
-/*
- * The same with the limit set first: the loop runs 20 passes, the tokenizer is read while it runs, then
- * 40 more passes. The limit (twice the loop's period) does not change; the lookups' blocks go idle past
- * it, and the access that finds the oldest protected block idle past it kicks the recomputation.
- */
+TEST_F_TIMEOUT(llmcache, hot_idle_past_loop_periods_released, 120)
+{
+	hot_idle_released(_metadata, self->dev, false);
+}
+
 TEST_F_TIMEOUT(llmcache, hot_idle_past_unchanged_limit_released, 120)
 {
-	char path[256], tpath[256];
-	int fd = scratch_file("loop", 64, path, sizeof(path));
-	int tok = scratch_file("tokenizer", 64, tpath, sizeof(tpath));
-
-	ASSERT_LE(0, fd);
-	ASSERT_LE(0, tok);
-	drop_caches();
-	ASSERT_EQ(0, sysfs_write("hot_reserve", "65536")); /* 16 blocks */
-	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
-	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, tok, NULL));
-	ASSERT_EQ(0, paced_sweeps(fd, 64 * 4096, 20));
-	ASSERT_EQ(0, scan(tok, 64));
-	ASSERT_EQ(0, lookups(tok, 5));
-	EXPECT_EQ(HOT_BLOCKS, wait_stat("stats/hot_protected", HOT_BLOCKS));
-	ASSERT_EQ(0, paced_sweeps(fd, 64 * 4096, 40));
-	EXPECT_EQ(0, wait_stat("stats/hot_protected", 0))
-		TH_LOG("blocks idle for 38 loop periods stayed protected (loop iterations %lld)",
-		       sysfs_num("stats/loop_iterations"));
-	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_UNREGISTER, fd, NULL));
-	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_UNREGISTER, tok, NULL));
-	close(fd);
-	close(tok);
-	unlink(path);
-	unlink(tpath);
+	hot_idle_released(_metadata, self->dev, true);
 }
 
 /*
