@@ -461,6 +461,7 @@ static void new_iteration(struct llc_core *c, struct llc_seq *s, uint16_t id, ui
 	uint64_t old_vt = s->order_vt;
 
 	s->period_vt = s->order_vt = vt - s->iter_start_vt;
+	s->prev_period_ns = s->period_ns;
 	s->period_ns = ns > s->iter_start_ns ? ns - s->iter_start_ns : 0; /* a kernel's per-CPU clocks may differ */
 	s->iter_start_vt = vt;
 	s->iter_start_ns = ns;
@@ -514,14 +515,17 @@ static void age_loops(struct llc_core *c)
  * accesses no longer show its head (an mmap engine does not fault on pinned pages), behind an end it
  * has reached, by at least a sixteenth of the loop and further than the 2 MiB a fault on a large folio
  * maps. Not within a quarter of a period of the last start: a burst of faults maps the same pages
- * again and again, and a fault is followed by the fault-around that maps its page.
+ * again and again, and a fault is followed by the fault-around that maps its page. The period is the
+ * shorter of the last two: an engine idle between two prompts measures one iteration as long as the
+ * pause, and a quarter of that would hide its next tokens for as long (the loop would look stopped).
  */
 #define LLC_RESTART_MIN_JUMP 1024
 static bool restarts(const struct llc_seq *s, uint64_t block, uint64_t now_ns)
 {
 	uint64_t len = s->end - s->start + 1, back = s->cursor > block ? s->cursor - block : 0;
+	uint64_t period_ns = s->prev_period_ns && s->prev_period_ns < s->period_ns ? s->prev_period_ns : s->period_ns;
 
-	if (now_ns < s->iter_start_ns + s->period_ns / 4)
+	if (now_ns < s->iter_start_ns + period_ns / 4)
 		return false;
 	if (block == s->start)
 		return s->cursor != block;

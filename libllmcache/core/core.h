@@ -40,6 +40,7 @@ struct llc_seq {
 	uint64_t iter_start_ns;
 	uint64_t period_vt;     /* LOOP: accesses between the last two iteration starts */
 	uint64_t period_ns;     /* LOOP: nanoseconds between the last two iteration starts */
+	uint64_t prev_period_ns; /* LOOP: the period before that one (restarts(): a pause lengthens one) */
 	uint64_t order_vt;      /* LOOP: its key in the period order: period_vt, or the age of its current
 				 * iteration once that is over twice the period (a loop that stopped) */
 	uint32_t iterations;    /* LOOP: iteration starts seen after the first pass */

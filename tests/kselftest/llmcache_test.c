@@ -727,10 +727,10 @@ TEST_F_TIMEOUT(llmcache, shrinker_releases_pins, 300)
 }
 
 /*
- * One pass every 10 ms, as an engine's tokens come. The core counts no restart within a quarter of a
- * period of the last one (core.c, restarts()): after a pause inside an iteration (a wait in the test, a
- * stall of the VM under a loaded host) passes run back to back would not count, and the loop would look
- * stopped to the next aging, which sets the HOT limit to 0.
+ * One pass every 10 ms, as an engine's tokens come: passes of even length, so that each restart comes
+ * more than a quarter of the last periods after the one before (core.c, restarts()) even when the VM
+ * stalls a pass. A restart not counted makes the loop look stopped to the next aging, which sets the HOT
+ * limit to 0.
  */
 static int paced_sweeps(int fd, off_t size, int passes)
 {

@@ -232,6 +232,34 @@ static void core_access__loop_restart__new_iteration_with_period(void **state)
 	free(c);
 }
 
+/*
+ * An engine idle between two prompts: one iteration lasts the pause (100 ms against 1 ms). The tokens
+ * after it are iterations, each restart a millisecond after the last, and the loop keeps running.
+ */
+static void core_access__loop_after_pause__next_tokens_are_iterations(void **state)
+{
+	struct llc_core *c = default_core();
+	const struct llc_seq *s;
+	uint64_t t = 0;
+
+	for (int token = 0; token < 3; token++, t += 1000000)
+		for (uint64_t b = 0; b < 50; b++)
+			llc_access(c, FILE_A, b, t);
+	t += 100000000;
+	for (int token = 0; token < 10; token++, t += 1000000) {
+		struct llc_verdict v = llc_access(c, FILE_A, 0, t);
+
+		assert_int_equal(v.event, LLC_EV_ITERATION);
+		for (uint64_t b = 1; b < 50; b++)
+			llc_access(c, FILE_A, b, t);
+	}
+	s = seq_of(c, FILE_A, 0);
+	assert_int_equal(s->iterations, 12);
+	assert_int_equal(s->period_ns, 1000000);
+	assert_int_equal(s->order_vt, s->period_vt);
+	free(c);
+}
+
 static void core_access__seq_reread_from_middle__run_on_becomes_loop_and_cuts_scan(void **state)
 {
 	struct llc_core *c = default_core();
@@ -911,6 +939,7 @@ int main(void)
 		cmocka_unit_test(core_access__hot_neighbour_outside_window__stays_separate),
 		cmocka_unit_test(core_access__seq_reread_from_start__becomes_loop),
 		cmocka_unit_test(core_access__loop_restart__new_iteration_with_period),
+		cmocka_unit_test(core_access__loop_after_pause__next_tokens_are_iterations),
 		cmocka_unit_test(core_access__seq_reread_from_middle__run_on_becomes_loop_and_cuts_scan),
 		cmocka_unit_test(core_access__request_begins_in_scans_last_block__scan_goes_on),
 		cmocka_unit_test(core_access__random_rereads_of_scanned_file__stay_hot),
