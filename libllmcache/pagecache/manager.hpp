@@ -120,6 +120,7 @@ private:
 	};
 	struct SeqState {
 		uint64_t created_vt = 0, last_ns = 0, dropped_to = 0; // dropped_to: scan blocks below it are done
+		bool written = false;                                 // a write brought blocks of it: never dropped
 	};
 	Manager() = default;
 	// Manage path; with expect_id (automatic mode), only if it is still that file and not too small.

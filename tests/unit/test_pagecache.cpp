@@ -327,6 +327,27 @@ void manager__scan_idle__dropped_after_idle_not_before(void **)
 	assert_non_null(std::strstr(m->status({}).c_str(), " dropped_blocks 128 "));
 }
 
+// A file the app writes from start to end, then leaves: no scan to drop (its pages may be dirty).
+void manager__written_scan__not_dropped(void **)
+{
+	const std::string path = make_file("scratch.tmp", 128);
+	Options o;
+	o.manage = {path};
+	o.scan_idle_ns = 500'000'000;
+	std::unique_ptr<Manager> m;
+	std::string err;
+	assert_int_equal(Manager::open(o, m, err), 0);
+	const uint64_t t = 5'000'000'000;
+	for (uint64_t b = 0; b < 128; b += 32) {
+		llmcache_access a = access_of(path, b, 32, t);
+		a.op = LLMCACHE_OP_WRITE;
+		m->on_access(a);
+	}
+	m->tick(t + 600'000'000);
+	assert_int_equal(resident(path), 128);
+	assert_non_null(std::strstr(m->status({}).c_str(), " dropped_blocks 0 "));
+}
+
 void manager__unmanaged_and_missing_files__ignored_or_refused(void **)
 {
 	Options o;
@@ -359,6 +380,7 @@ int main(void)
 		cmocka_unit_test(manager__loop_read_three_times__pinned_within_budget_and_loop_reported),
 		cmocka_unit_test(manager__loop_head_passed_over__cold_chunks_not_pinned),
 		cmocka_unit_test(manager__scan_idle__dropped_after_idle_not_before),
+		cmocka_unit_test(manager__written_scan__not_dropped),
 		cmocka_unit_test(manager__unmanaged_and_missing_files__ignored_or_refused),
 	};
 	const int r = cmocka_run_group_tests(tests, nullptr, nullptr);
