@@ -727,10 +727,10 @@ TEST_F_TIMEOUT(llmcache, shrinker_releases_pins, 300)
 }
 
 /*
- * One pass every 10 ms, as an engine's tokens come: passes of even length, so that each restart comes
- * more than a quarter of the last periods after the one before (core.c, restarts()) even when the VM
- * stalls a pass. A restart not counted makes the loop look stopped to the next aging, which sets the HOT
- * limit to 0.
+ * One pass every 10 ms, as an engine's tokens come: periods of even length, so that each restart comes
+ * more than a quarter of the shorter of the last two periods after the one before (core.c, restarts())
+ * even when the VM stalls a pass. A restart not counted makes the loop look stopped to the next aging,
+ * which sets the HOT limit to 0.
  */
 static int paced_sweeps(int fd, off_t size, int passes)
 {
