@@ -45,7 +45,7 @@ static struct {
 	u64 busy_ns, blocks;      /* decayed sums */
 } llc_bw;
 
-static u64 llc_t_measured; /* the shortest loop period, updated by llc_loops_collect */
+static u64 llc_t_measured; /* the shortest token time, llc_loop_period_ns(), updated by llc_loops_collect */
 
 void llc_bw_sample(u64 blocks, u64 now_ns)
 {
@@ -161,8 +161,8 @@ static u32 llc_loops_collect(struct llmcache_loop *out, struct llc_file **files,
 		}
 		if (lo == nreg || reg[lo]->id != s->file)
 			continue; /* a loop of a file unregistered since */
-		if (s->period_ns && (!t_min || s->period_ns < t_min))
-			t_min = s->period_ns;
+		if (llc_loop_period_ns(s) && (!t_min || llc_loop_period_ns(s) < t_min))
+			t_min = llc_loop_period_ns(s);
 		if (total < max) {
 			llc_loop_fill(&out[total], s, id);
 			files[total] = reg[lo];

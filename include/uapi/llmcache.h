@@ -221,7 +221,7 @@ struct llmcache_ioc_loops {
 	__u64 bw;            /* out: bytes per second the rule used (0: unknown) */
 	__u64 t_ns;          /* out: T the rule used */
 	__u64 bw_measured;   /* out: bytes per second misses were served at, 0: not measured yet */
-	__u64 t_measured_ns; /* out: the shortest loop period, 0: no loop yet */
+	__u64 t_measured_ns; /* out: the shortest loop period (a loop's shorter of its last two), 0: none */
 };
 
 #define LLMCACHE_IOC_REGISTER _IOWR(LLMCACHE_IOC_MAGIC, 1, struct llmcache_ioc_file)

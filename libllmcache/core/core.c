@@ -515,17 +515,16 @@ static void age_loops(struct llc_core *c)
  * accesses no longer show its head (an mmap engine does not fault on pinned pages), behind an end it
  * has reached, by at least a sixteenth of the loop and further than the 2 MiB a fault on a large folio
  * maps. Not within a quarter of a period of the last start: a burst of faults maps the same pages
- * again and again, and a fault is followed by the fault-around that maps its page. The period is the
- * shorter of the last two: an engine idle between two prompts measures one iteration as long as the
- * pause, and a quarter of that would hide its next tokens for as long (the loop would look stopped).
+ * again and again, and a fault is followed by the fault-around that maps its page. The period is a
+ * token's (llc_loop_period_ns()): a quarter of a pause between two prompts would hide the tokens after
+ * it for as long, and the loop would look stopped.
  */
 #define LLC_RESTART_MIN_JUMP 1024
 static bool restarts(const struct llc_seq *s, uint64_t block, uint64_t now_ns)
 {
 	uint64_t len = s->end - s->start + 1, back = s->cursor > block ? s->cursor - block : 0;
-	uint64_t period_ns = s->prev_period_ns && s->prev_period_ns < s->period_ns ? s->prev_period_ns : s->period_ns;
 
-	if (now_ns < s->iter_start_ns + period_ns / 4)
+	if (now_ns < s->iter_start_ns + llc_loop_period_ns(s) / 4)
 		return false;
 	if (block == s->start)
 		return s->cursor != block;
@@ -780,6 +779,11 @@ uint16_t llc_lru_first(const struct llc_core *c)
 uint64_t llc_hot_idle_limit(const struct llc_core *c)
 {
 	return c->hot_idle_limit;
+}
+
+uint64_t llc_loop_period_ns(const struct llc_seq *s)
+{
+	return s->prev_period_ns && s->prev_period_ns < s->period_ns ? s->prev_period_ns : s->period_ns;
 }
 
 enum llmcache_class llc_evict_class(const uint64_t resident[LLMCACHE_NR_CLASSES], uint64_t hot_reserve)

@@ -142,6 +142,12 @@ enum llmcache_class llc_evict_class(const uint64_t resident[LLMCACHE_NR_CLASSES]
 uint64_t llc_hot_idle_limit(const struct llc_core *c);
 
 /*
+ * A loop's period in ns as a token's time: the shorter of its last two periods, since an engine idle
+ * between two prompts measures one iteration as long as the pause. 0 before one was measured.
+ */
+uint64_t llc_loop_period_ns(const struct llc_seq *s);
+
+/*
  * Pin plan: loops in order of increasing period, each pinned from its lowest block up, until the budget
  * is spent, leaving out the chunks of a loop that no access reached in the two periods before its
  * current iteration began (cold: a part its iterations pass over, such as a model's token embedding;

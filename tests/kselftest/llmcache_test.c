@@ -794,32 +794,6 @@ TEST_F_TIMEOUT(llmcache, hot_idle_past_unchanged_limit_released, 120)
 }
 
 /*
- * An engine idle between two prompts: ten passes of a loop, a pause of 4 s, twenty passes. The iteration
- * that spans the pause measures a 4 s period; the passes after it are iterations all the same, not
- * restarts within a quarter of that period (core.c, restarts()), or the loop would look stopped for a
- * second after every pause.
- */
-TEST_F_TIMEOUT(llmcache, loop_after_pause_keeps_counting, 120)
-{
-	char path[256];
-	int fd = scratch_file("loop", 64, path, sizeof(path));
-	long long before, after;
-
-	ASSERT_LE(0, fd);
-	drop_caches();
-	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
-	ASSERT_EQ(0, paced_sweeps(fd, 64 * 4096, 10));
-	sleep(4);
-	before = sysfs_num("stats/loop_iterations");
-	ASSERT_EQ(0, paced_sweeps(fd, 64 * 4096, 20));
-	after = sysfs_num("stats/loop_iterations");
-	EXPECT_LE(before + 20, after) TH_LOG("%lld of 20 passes after the pause counted", after - before);
-	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_UNREGISTER, fd, NULL));
-	close(fd);
-	unlink(path);
-}
-
-/*
  * 100 load/unload cycles while a process keeps registering a file and reading it: every cycle must load
  * and unload cleanly, whatever the module was doing (the runner checks the kernel log).
  */
@@ -1586,6 +1560,40 @@ TEST_F(llmcache, loops_ioctl_errors)
 	req.max = 4; /* and no pointer */
 	EXPECT_EQ(-EINVAL, ioctl(self->dev, LLMCACHE_IOC_LOOPS, &req) ? -errno : 0);
 	EXPECT_EQ(-EFAULT, ioctl(self->dev, LLMCACHE_IOC_LOOPS, NULL) ? -errno : 0);
+}
+
+/*
+ * An engine idle between two prompts: ten passes of a loop, a pause of 4 s, twenty passes. The iteration
+ * that spans the pause measures a 4 s period; the passes after it are iterations all the same, not
+ * restarts within a quarter of that period (core.c, restarts()), or the loop would look stopped for a
+ * second after every pause; and the sizing rule's T stays a pass's time, not the pause's.
+ */
+TEST_F_TIMEOUT(llmcache, loop_after_pause_keeps_counting, 120)
+{
+	struct llmcache_ioc_loops req;
+	struct llmcache_loop loops[4];
+	char path[256];
+	int fd = scratch_file("loop", 64, path, sizeof(path));
+	long long before, after;
+
+	ASSERT_LE(0, fd);
+	drop_caches();
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
+	ASSERT_EQ(0, paced_sweeps(fd, 64 * 4096, 10));
+	sleep(4);
+	before = sysfs_num("stats/loop_iterations");
+	ASSERT_EQ(0, paced_sweeps(fd, 64 * 4096, 1));
+	ASSERT_EQ(0, get_loops(self->dev, &req, loops, 4));
+	ASSERT_EQ(1, req.count);
+	EXPECT_LT(3000000000ULL, loops[0].period_ns);
+	EXPECT_GT(1000000000ULL, req.t_measured_ns)
+		TH_LOG("T %llu ns after a 4 s pause", (unsigned long long)req.t_measured_ns);
+	ASSERT_EQ(0, paced_sweeps(fd, 64 * 4096, 19));
+	after = sysfs_num("stats/loop_iterations");
+	EXPECT_LE(before + 20, after) TH_LOG("%lld of 20 passes after the pause counted", after - before);
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_UNREGISTER, fd, NULL));
+	close(fd);
+	unlink(path);
 }
 
 /* S_min of the 1024-block weights loop for bw blocks/s and t ns, as the rule computes it. */
