@@ -308,29 +308,10 @@ void manager__loop_head_passed_over__cold_chunks_not_pinned(void **)
 	m->release();
 }
 
-void manager__scan_idle__dropped_after_idle_not_before(void **)
+// A manager of the 128-block file path that sees it accessed by op from start to end at 5 s, with a
+// scan_idle of 500 ms: still fresh 100 ms later, it keeps every block; then it ticks at 600 ms.
+std::unique_ptr<Manager> scan_then_idle(const std::string &path, uint8_t op)
 {
-	const std::string path = make_file("config.bin", 128);
-	Options o;
-	o.manage = {path};
-	o.scan_idle_ns = 500'000'000;
-	std::unique_ptr<Manager> m;
-	std::string err;
-	assert_int_equal(Manager::open(o, m, err), 0);
-	const uint64_t t = 5'000'000'000;
-	for (uint64_t b = 0; b < 128; b += 32)
-		m->on_access(access_of(path, b, 32, t));
-	m->tick(t + 100'000'000); // still fresh: kept
-	assert_int_equal(resident(path), 128);
-	m->tick(t + 600'000'000);
-	assert_int_equal(resident(path), 0);
-	assert_non_null(std::strstr(m->status({}).c_str(), " dropped_blocks 128 "));
-}
-
-// A file the app writes from start to end, then leaves: no scan to drop (its pages may be dirty).
-void manager__written_scan__not_dropped(void **)
-{
-	const std::string path = make_file("scratch.tmp", 128);
 	Options o;
 	o.manage = {path};
 	o.scan_idle_ns = 500'000'000;
@@ -340,10 +321,28 @@ void manager__written_scan__not_dropped(void **)
 	const uint64_t t = 5'000'000'000;
 	for (uint64_t b = 0; b < 128; b += 32) {
 		llmcache_access a = access_of(path, b, 32, t);
-		a.op = LLMCACHE_OP_WRITE;
+		a.op = op;
 		m->on_access(a);
 	}
+	m->tick(t + 100'000'000);
+	assert_int_equal(resident(path), 128);
 	m->tick(t + 600'000'000);
+	return m;
+}
+
+void manager__scan_idle__dropped_after_idle_not_before(void **)
+{
+	const std::string path = make_file("config.bin", 128);
+	const std::unique_ptr<Manager> m = scan_then_idle(path, LLMCACHE_OP_READ);
+	assert_int_equal(resident(path), 0);
+	assert_non_null(std::strstr(m->status({}).c_str(), " dropped_blocks 128 "));
+}
+
+// A file the app writes from start to end, then leaves: no scan to drop (its pages may be dirty).
+void manager__written_scan__not_dropped(void **)
+{
+	const std::string path = make_file("scratch.tmp", 128);
+	const std::unique_ptr<Manager> m = scan_then_idle(path, LLMCACHE_OP_WRITE);
 	assert_int_equal(resident(path), 128);
 	assert_non_null(std::strstr(m->status({}).c_str(), " dropped_blocks 0 "));
 }
