@@ -137,7 +137,7 @@ static u32 llc_loops_collect(struct llmcache_loop *out, struct llc_file **files,
 	struct llc_file **reg, *f;
 	unsigned long flags;
 	u32 nreg = 0, total = 0, lo, hi, mid, i;
-	u64 t_min = 0;
+	u64 t_min = 0, t;
 	u16 id;
 
 	lockdep_assert_held(&llc_reg_mutex);
@@ -161,8 +161,9 @@ static u32 llc_loops_collect(struct llmcache_loop *out, struct llc_file **files,
 		}
 		if (lo == nreg || reg[lo]->id != s->file)
 			continue; /* a loop of a file unregistered since */
-		if (llc_loop_period_ns(s) && (!t_min || llc_loop_period_ns(s) < t_min))
-			t_min = llc_loop_period_ns(s);
+		t = llc_loop_period_ns(s);
+		if (t && (!t_min || t < t_min))
+			t_min = t;
 		if (total < max) {
 			llc_loop_fill(&out[total], s, id);
 			files[total] = reg[lo];

@@ -149,8 +149,11 @@ static void llc_seq_worker(struct work_struct *w)
 		spin_unlock_irqrestore(&llc.lock, flags);
 		if (!pending || !grace || !READ_ONCE(llc.enabled))
 			continue;
-		/* Not mapped: SEQ blocks seen through mappings are never counted as pending. */
-		if (llc_plan_scan_finished(0, now > last ? now - last : 0, grace))
+		/*
+		 * Not mapped (SEQ blocks seen through mappings are never counted as pending), not written
+		 * (the hooks see no writes).
+		 */
+		if (llc_plan_scan_finished(0, 0, now > last ? now - last : 0, grace))
 			llc_seq_drop_file(f, false);
 		else
 			next = min(next, last + grace - now);

@@ -324,9 +324,9 @@ uint32_t llc_plan_tail_drops(const struct llc_span *aged, uint32_t n_aged, const
 	return n;
 }
 
-int llc_plan_scan_finished(int mapped, uint64_t untouched_ns, uint64_t idle_ns)
+int llc_plan_scan_finished(int mapped, int written, uint64_t untouched_ns, uint64_t idle_ns)
 {
-	return !mapped && idle_ns && untouched_ns >= idle_ns;
+	return !mapped && !written && idle_ns && untouched_ns >= idle_ns;
 }
 
 uint32_t llc_plan_heads(const struct llc_pin_range *files, uint32_t n, uint64_t budget, struct llc_pin_range *out,

@@ -178,9 +178,11 @@ uint32_t llc_plan_tail_drops(const struct llc_span *aged, uint32_t n_aged, const
 /*
  * Whether a file's scans are finished and go: its SEQ blocks untouched for idle_ns (0: never). Never a
  * mapped file's: an engine re-reads a mapped page without a fault, so its loop looks like one scan,
- * which must not be dropped while the engine runs, nor when its mappings go.
+ * which must not be dropped while the engine runs, nor when its mappings go. Nor a scan a write brought
+ * blocks to: its pages may still be dirty, and dropping them would only start their writeback early
+ * (Documentation/design/policy-core.md, "Written blocks").
  */
-int llc_plan_scan_finished(int mapped, uint64_t untouched_ns, uint64_t idle_ns);
+int llc_plan_scan_finished(int mapped, int written, uint64_t untouched_ns, uint64_t idle_ns);
 
 /*
  * The heads to pin of the files that mmap engines map under a memory cgroup limit they do not fit beside

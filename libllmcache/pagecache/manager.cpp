@@ -151,7 +151,7 @@ void Manager::on_access(const llmcache_access &a)
 		SeqState &s = seqs_[v.seq];
 		const uint64_t created = llc_seq_get(core_, v.seq)->created_vt;
 		if (s.created_vt != created)
-			s = {created, 0, 0, false}; // a recycled sequence id
+			s = {created}; // a recycled sequence id
 		s.last_ns = a.time_ns;
 		s.written |= a.op == LLMCACHE_OP_WRITE;
 	}
@@ -529,14 +529,12 @@ void Manager::drop_scans(uint64_t now_ns)
 		SeqState &s = seqs_[id];
 		if (s.created_vt != q->created_vt || q->file < 1 || q->file > files_.size())
 			continue;
-		// Finished (llc_plan_scan_finished: untouched for scan_idle, and not a mapped file's, whose
-		// engine's next start would read it again): everything up to the cursor goes. Not a written
-		// scan's: its pages may still be dirty, and POSIX_FADV_DONTNEED would only start their writeback
-		// early; the kernel's LRU keeps them, as the module does (policy-core.md, "Written blocks").
+		// Finished (llc_plan_scan_finished: untouched for scan_idle, and neither a mapped file's, whose
+		// engine's next start would read it again, nor written): everything up to the cursor goes.
 		const uint64_t from = std::max(q->start, s.dropped_to), to = q->cursor + 1;
 		File &f = files_[q->file - 1];
-		if (s.written ||
-		    !llc_plan_scan_finished(f.mapped, now_ns > s.last_ns ? now_ns - s.last_ns : 0, o_.scan_idle_ns) ||
+		if (!llc_plan_scan_finished(f.mapped, s.written, now_ns > s.last_ns ? now_ns - s.last_ns : 0,
+					    o_.scan_idle_ns) ||
 		    to <= from)
 			continue;
 		// Only the blocks still in this sequence: re-read blocks moved to HOT or LOOP sequences stay.

@@ -318,10 +318,11 @@ static void plan_tail_drops__aged_runs_less_the_recent_ones_cut_at_max_out(void 
 static void plan_scan_finished__idle_long_enough_never_mapped_never_when_off(void **state)
 {
 	(void)state;
-	assert_true(llc_plan_scan_finished(0, 1000, 1000));
-	assert_false(llc_plan_scan_finished(0, 999, 1000));
-	assert_false(llc_plan_scan_finished(1, 5000, 1000)); /* an mmap engine's loop looks like one scan */
-	assert_false(llc_plan_scan_finished(0, 5000, 0));    /* 0 turns it off */
+	assert_true(llc_plan_scan_finished(0, 0, 1000, 1000));
+	assert_false(llc_plan_scan_finished(0, 0, 999, 1000));
+	assert_false(llc_plan_scan_finished(1, 0, 5000, 1000)); /* an mmap engine's loop looks like one scan */
+	assert_false(llc_plan_scan_finished(0, 1, 5000, 1000)); /* written pages may be dirty */
+	assert_false(llc_plan_scan_finished(0, 0, 5000, 0));    /* 0 turns it off */
 }
 
 /* out[0..n) must be exactly want[0..n) as {file, first, count, seq}. */
