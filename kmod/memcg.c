@@ -308,7 +308,7 @@ static u64 llc_memcg_stream_window(u64 limit, u64 engine, const struct llc_memcg
 
 	own = m.anon + m.code + m.margin;
 	if (!files->mapped || !allowance ||
-	    !llc_plan_read_ahead(unit, files->mapped_blocks << PAGE_SHIFT, m.limit > own ? m.limit - own : 0))
+	    !llc_plan_read_ahead(unit, m.limit > own ? m.limit - own : 0))
 		return 0;
 	return llc_plan_window(unit, m.limit) >> PAGE_SHIFT;
 }

@@ -31,32 +31,26 @@ uint64_t llc_plan_mapped_budget(uint64_t configured, const struct llc_memcg_snap
 
 	if (llc_plan_fits(m->limit, m->anon + (kept_code < m->code ? kept_code : m->code), loop_bytes))
 		return 0;
-	with_stream.window = llc_plan_stream_room(readahead, loop_bytes, m->limit > engine ? m->limit - engine : 0);
+	with_stream.window = llc_plan_stream_room(readahead, m->limit > engine ? m->limit - engine : 0);
 	return llc_plan_budget(configured, &with_stream);
 }
 
-/* The room the stream asks for, before the cap of llc_plan_stream_room. */
-static uint64_t stream_need(uint64_t readahead, uint64_t loop_bytes, uint64_t room)
+/* The room the stream asks for: eight read-ahead windows (plan.h). */
+static uint64_t stream_need(uint64_t readahead)
 {
-	uint64_t need = 8 * readahead, streamed;
-
-	if (loop_bytes > room) {
-		streamed = llc_div_u64(loop_bytes - room, 3);
-		need = need > streamed ? need : streamed;
-	}
-	return need;
+	return 8 * readahead;
 }
 
-uint64_t llc_plan_stream_room(uint64_t readahead, uint64_t loop_bytes, uint64_t room)
+uint64_t llc_plan_stream_room(uint64_t readahead, uint64_t room)
 {
-	uint64_t need = stream_need(readahead, loop_bytes, room);
+	uint64_t cap = llc_div_u64(room, 3) * 2;
 
-	return need < llc_div_u64(room, 3) * 2 ? need : llc_div_u64(room, 3) * 2;
+	return stream_need(readahead) < cap ? stream_need(readahead) : cap;
 }
 
-int llc_plan_read_ahead(uint64_t readahead, uint64_t loop_bytes, uint64_t room)
+int llc_plan_read_ahead(uint64_t readahead, uint64_t room)
 {
-	return stream_need(readahead, loop_bytes, room) <= llc_div_u64(room, 3) * 2;
+	return stream_need(readahead) <= llc_div_u64(room, 3) * 2;
 }
 
 uint64_t llc_plan_window(uint64_t readahead, uint64_t limit)

@@ -86,23 +86,22 @@ uint64_t llc_plan_mapped_budget(uint64_t configured, const struct llc_memcg_snap
 				uint64_t readahead, uint64_t loop_bytes);
 
 /*
- * The room, unlocked, that an mmap engine streaming loops of loop_bytes needs in a cgroup that leaves room
- * bytes for the pins and the stream together: eight read-ahead windows of readahead bytes at least (four
- * read ahead of the engine, the read-around of its fault, two of passed blocks not dropped yet and one
- * in flight), and a third of what the room leaves out of the loops, which is a quarter of what the
- * engine then streams per token; with less, the reads of one token evict each other before they are
- * used. At most two thirds of room: the pinned head keeps a third, which the stream then does not have
- * to bring in.
+ * The room, unlocked, that an mmap engine's stream needs in a cgroup that leaves room bytes for the pins
+ * and the stream together: eight read-ahead windows of readahead bytes (four read ahead of the engine,
+ * the read-around of its fault, two of passed blocks not dropped yet and one in flight), whatever part
+ * of the loops the pins leave out: the stream is read a window ahead and dropped two units behind the
+ * engine, so it holds no more of a token's reads at once where more of them are streamed. At most two
+ * thirds of room: the pinned head keeps a third.
  */
-uint64_t llc_plan_stream_room(uint64_t readahead, uint64_t loop_bytes, uint64_t room);
+uint64_t llc_plan_stream_room(uint64_t readahead, uint64_t room);
 
 /*
  * Whether the blocks ahead of such an engine are read ahead of it (llc_plan_prefetch): only when the
- * stream has the room it needs (llc_plan_stream_room is not at its cap). Where it has not, the cgroup's
- * reclaim runs all the time and takes the pages read ahead, not mapped and not used yet, before the
- * ones the engine passed, young in its page tables: the engine's own read-around does better.
+ * stream has its eight windows within two thirds of room. Where it has not, the cgroup's reclaim runs
+ * all the time and takes the pages read ahead, not mapped and not used yet, before the ones the engine
+ * passed, young in its page tables: the engine's own read-around does better.
  */
-int llc_plan_read_ahead(uint64_t readahead, uint64_t loop_bytes, uint64_t room);
+int llc_plan_read_ahead(uint64_t readahead, uint64_t room);
 
 /*
  * How far ahead of such an engine its stream is read, in bytes, for stream units of readahead bytes

@@ -478,7 +478,7 @@ void Manager::tick(uint64_t now_ns)
 void Manager::prefetch()
 {
 	if (!o_.prefetch || prefetch_failed_ || memcg_limit_ == UINT64_MAX ||
-	    !llc_plan_read_ahead(stream_unit(), mapped_bytes(), shared_room()))
+	    !llc_plan_read_ahead(stream_unit(), shared_room()))
 		return;
 	constexpr uint32_t MAX_SPANS = 8;
 	llc_span spans[MAX_SPANS];

@@ -209,7 +209,7 @@ EnforceResult replay_enforced(const EnforceLoop &loop, EnforceMode mode, const E
 	// llc_memcg_stream_window (the code at LLC_PLAN_CODE_KEPT, two stream units), Manager::shared_room.
 	const uint64_t own = mode == EnforceMode::module ? c.anon + LLC_PLAN_CODE_KEPT + 2 * unit : c.anon + c.code + margin;
 	const uint64_t shared = c.limit > own ? c.limit - own : 0;
-	const bool prefetch = mode != EnforceMode::stock && res.pinned && llc_plan_read_ahead(unit, n * block_size, shared);
+	const bool prefetch = mode != EnforceMode::stock && res.pinned && llc_plan_read_ahead(unit, shared);
 	// The module follows the engine only where it reads ahead (kmod/stream.c); the daemon drops what
 	// the engine passed in any case.
 	const bool follows = mode == EnforceMode::daemon ? res.pinned > 0 : prefetch;

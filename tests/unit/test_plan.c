@@ -66,39 +66,32 @@ static void plan_mapped_budget__none_when_it_fits_else_the_stream_room_left_out(
 	assert_int_equal(llc_plan_mapped_budget(1024 * MiB, &m, 16 * MiB, 8 * MiB, 604 * MiB), 0);
 }
 
-static void plan_stream_room__eight_windows_or_a_third_of_what_is_left_out_at_most_two_thirds(void **state)
+static void plan_stream_room__eight_windows_at_most_two_thirds(void **state)
 {
 	(void)state;
-	/* The loops nearly fit: eight 8 MiB read-ahead windows (four ahead of the engine, the read-around of
-	 * its fault, two of drop lag and one in flight). */
-	assert_int_equal(llc_plan_stream_room(8 * MiB, 604 * MiB, 538 * MiB), 64 * MiB);
-	/* Less than half the room they need: a third of the 334 MiB left out. */
-	assert_int_equal(llc_plan_stream_room(8 * MiB, 604 * MiB, 270 * MiB), 334 * MiB / 3);
-	/* The loops fit: eight windows still, for the read-around of the first pass. */
-	assert_int_equal(llc_plan_stream_room(8 * MiB, 100 * MiB, 538 * MiB), 64 * MiB);
+	/* Eight 8 MiB read-ahead windows (four ahead of the engine, the read-around of its fault, two of
+	 * drop lag and one in flight), whether the loops nearly fit or half of them is streamed. */
+	assert_int_equal(llc_plan_stream_room(8 * MiB, 538 * MiB), 64 * MiB);
+	assert_int_equal(llc_plan_stream_room(8 * MiB, 270 * MiB), 64 * MiB);
+	assert_int_equal(llc_plan_stream_room(4 * MiB, 178 * MiB), 32 * MiB);
 	/* Never more than two thirds of the room: the head keeps the rest. */
-	assert_int_equal(llc_plan_stream_room(8 * MiB, 604 * MiB, 190 * MiB), 190 * MiB / 3 * 2);
-	assert_int_equal(llc_plan_stream_room(8 * MiB, 604 * MiB, 30 * MiB), 20 * MiB);
-	assert_int_equal(llc_plan_stream_room(8 * MiB, 604 * MiB, 0), 0);
+	assert_int_equal(llc_plan_stream_room(8 * MiB, 90 * MiB), 60 * MiB);
+	assert_int_equal(llc_plan_stream_room(8 * MiB, 30 * MiB), 20 * MiB);
+	assert_int_equal(llc_plan_stream_room(8 * MiB, 0), 0);
 }
 
-static void plan_read_ahead__not_where_the_stream_room_is_at_its_cap(void **state)
+static void plan_read_ahead__only_with_eight_windows_in_two_thirds_of_the_room(void **state)
 {
 	(void)state;
-	/* 107% and 80% of the model: the room the stream asks for is there, read ahead. */
-	assert_true(llc_plan_read_ahead(8 * MiB, 604 * MiB, 538 * MiB));
-	assert_true(llc_plan_read_ahead(8 * MiB, 604 * MiB, 354 * MiB));
-	/* 50%: a third of 431 MiB left out is more than two thirds of the room, which is all it gets:
-	 * the engine's read-around streams. */
-	assert_false(llc_plan_read_ahead(8 * MiB, 604 * MiB, 173 * MiB));
-	/* The line: what is left out is twice the room. */
-	assert_true(llc_plan_read_ahead(8 * MiB, 603 * MiB, 201 * MiB));
-	assert_false(llc_plan_read_ahead(8 * MiB, 606 * MiB, 201 * MiB));
-	/* Fits, or too small a room for eight read-ahead windows in two thirds of it. */
-	assert_true(llc_plan_read_ahead(8 * MiB, 100 * MiB, 538 * MiB));
-	assert_true(llc_plan_read_ahead(8 * MiB, 100 * MiB, 96 * MiB));
-	assert_false(llc_plan_read_ahead(8 * MiB, 100 * MiB, 90 * MiB));
-	assert_false(llc_plan_read_ahead(8 * MiB, 604 * MiB, 30 * MiB));
+	/* 107%, 80% and 50% of a 604 MiB model beside a 100 MiB engine: read ahead. */
+	assert_true(llc_plan_read_ahead(8 * MiB, 538 * MiB));
+	assert_true(llc_plan_read_ahead(8 * MiB, 354 * MiB));
+	assert_true(llc_plan_read_ahead(8 * MiB, 173 * MiB));
+	/* The line: 64 MiB are two thirds of 96 MiB. */
+	assert_true(llc_plan_read_ahead(8 * MiB, 96 * MiB));
+	assert_false(llc_plan_read_ahead(8 * MiB, 95 * MiB));
+	assert_false(llc_plan_read_ahead(8 * MiB, 30 * MiB));
+	assert_false(llc_plan_read_ahead(8 * MiB, 0));
 }
 
 /* Spans returned by one call, compared with the expected ones. */
@@ -404,8 +397,8 @@ int main(void)
 		cmocka_unit_test(plan_budget__limit__what_anon_code_window_and_margin_leave),
 		cmocka_unit_test(plan_fits__model_anon_and_code_against_the_limit),
 		cmocka_unit_test(plan_mapped_budget__none_when_it_fits_else_the_stream_room_left_out),
-		cmocka_unit_test(plan_stream_room__eight_windows_or_a_third_of_what_is_left_out_at_most_two_thirds),
-		cmocka_unit_test(plan_read_ahead__not_where_the_stream_room_is_at_its_cap),
+		cmocka_unit_test(plan_stream_room__eight_windows_at_most_two_thirds),
+		cmocka_unit_test(plan_read_ahead__only_with_eight_windows_in_two_thirds_of_the_room),
 		cmocka_unit_test(plan_window__four_units_at_most_an_eighth_of_the_limit),
 		cmocka_unit_test(plan_prefetch__pinned_head__window_after_position_then_only_what_is_new),
 		cmocka_unit_test(plan_prefetch__scattered_pins__unpinned_runs_only_window_counts_them),
