@@ -35,22 +35,25 @@ uint64_t llc_plan_mapped_budget(uint64_t configured, const struct llc_memcg_snap
 	return llc_plan_budget(configured, &with_stream);
 }
 
-/* The room the stream asks for: eight read-ahead windows (plan.h). */
+/* The room the stream asks for, eight read-ahead windows, and the most it may have (plan.h). */
 static uint64_t stream_need(uint64_t readahead)
 {
 	return 8 * readahead;
 }
 
+static uint64_t stream_cap(uint64_t room)
+{
+	return llc_div_u64(room, 3) * 2;
+}
+
 uint64_t llc_plan_stream_room(uint64_t readahead, uint64_t room)
 {
-	uint64_t cap = llc_div_u64(room, 3) * 2;
-
-	return stream_need(readahead) < cap ? stream_need(readahead) : cap;
+	return llc_plan_read_ahead(readahead, room) ? stream_need(readahead) : stream_cap(room);
 }
 
 int llc_plan_read_ahead(uint64_t readahead, uint64_t room)
 {
-	return stream_need(readahead) <= llc_div_u64(room, 3) * 2;
+	return stream_need(readahead) <= stream_cap(room);
 }
 
 uint64_t llc_plan_window(uint64_t readahead, uint64_t limit)
