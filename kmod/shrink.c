@@ -39,16 +39,14 @@ static u64 llc_held(void)
 
 /*
  * The page cache reclaim could free instead of what the module holds: clean file LRU pages the module
- * does not hold. Held folios that reclaim has met are on the unevictable list, outside the file LRU
- * counts, so only the rest is taken off (an estimate when other unevictable pages exist, which
- * reclaim corrects as it meets ours).
+ * does not hold (llc_plan_spare_file: the held folios reclaim has met are on the unevictable list,
+ * outside the file LRU counts, and the mlocked pages of processes are kept apart from them).
  */
 static long llc_spare_file(void)
 {
-	long held = llc_held(), culled = global_node_page_state(NR_UNEVICTABLE);
-
-	return global_node_page_state(NR_ACTIVE_FILE) + global_node_page_state(NR_INACTIVE_FILE) -
-	       global_node_page_state(NR_FILE_DIRTY) - global_node_page_state(NR_WRITEBACK) - max(held - culled, 0L);
+	return llc_plan_spare_file(global_node_page_state(NR_ACTIVE_FILE) + global_node_page_state(NR_INACTIVE_FILE),
+				   global_node_page_state(NR_FILE_DIRTY) + global_node_page_state(NR_WRITEBACK),
+				   global_node_page_state(NR_UNEVICTABLE), global_zone_page_state(NR_MLOCK), llc_held());
 }
 
 /* Is that page cache running out? */

@@ -274,6 +274,15 @@ int llc_plan_drop_tails(uint64_t loop_blocks, uint64_t held_blocks, uint64_t roo
 	return loop_blocks > held_blocks && loop_blocks - held_blocks > room_blocks;
 }
 
+int64_t llc_plan_spare_file(uint64_t file_lru, uint64_t unclean, uint64_t unevictable, uint64_t mlocked, uint64_t held)
+{
+	const uint64_t others = mlocked > held ? mlocked - held : 0;
+	const uint64_t moved = unevictable > others ? unevictable - others : 0;
+	const uint64_t on_lru = held > moved ? held - moved : 0;
+
+	return (int64_t)file_lru - (int64_t)unclean - (int64_t)on_lru;
+}
+
 /* The first block at or after b that no recent run covers, or end when there is none before it. */
 static uint64_t not_recent(const struct llc_span *recent, uint32_t n, uint64_t b, uint64_t end)
 {

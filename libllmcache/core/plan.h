@@ -26,7 +26,8 @@
  *   of its read-ahead as the stream's.
  * - The tails of a loop that does not fit (llc_plan_note_run, llc_plan_drop_tails, llc_plan_tail_drops):
  *   the runs an engine accessed, noted as it goes, and dropped one call later unless it is still on
- *   them, while the loop's unheld blocks outnumber the room the cache has for them.
+ *   them, while the loop's unheld blocks outnumber the room the cache has for them; part of that room
+ *   is the clean file LRU pages the module does not hold (llc_plan_spare_file).
  * - Whether a file's scans are finished (llc_plan_scan_finished).
  * - The heads of the files an mmap engine maps under a limit they do not fit (llc_plan_heads): pinned
  *   from the engine's first fault, before any loop is seen.
@@ -164,6 +165,16 @@ int llc_plan_note_run(struct llc_span *runs, uint32_t *n, uint32_t max, uint64_t
  * cache can give them (loop_blocks > held_blocks + room_blocks). A loop that fits is never touched.
  */
 int llc_plan_drop_tails(uint64_t loop_blocks, uint64_t held_blocks, uint64_t room_blocks);
+
+/*
+ * The clean file LRU pages that reclaim could free instead of the held ones (all counts in pages; it may
+ * be negative): file_lru less unclean (dirty and under writeback) less the held folios still on the file
+ * LRU. Held folios are marked mlocked, and reclaim moves each to the unevictable list when it first
+ * meets it; only then does it leave the file LRU. How many it has moved is the unevictable pages less
+ * the mlocked ones that are not held (a process's mlock() moves its pages there at once), at most held:
+ * an estimate that counts the other unevictable pages (ramfs, SHM_LOCK) as held folios moved.
+ */
+int64_t llc_plan_spare_file(uint64_t file_lru, uint64_t unclean, uint64_t unevictable, uint64_t mlocked, uint64_t held);
 
 /*
  * The tails that go: the runs noted before the last call (aged[0..n_aged)) less the blocks noted since

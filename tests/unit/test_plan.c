@@ -289,6 +289,24 @@ static void plan_drop_tails__only_while_the_unheld_blocks_outnumber_the_room(voi
 	assert_false(llc_plan_drop_tails(100, 600, 0));    /* more held than the loop has */
 }
 
+static void plan_spare_file__held_folios_on_the_file_lru_are_not_spare(void **state)
+{
+	(void)state;
+	/* 1 000 file LRU pages, 100 dirty, 300 held, none moved to the unevictable list yet. */
+	assert_int_equal(llc_plan_spare_file(1000, 100, 0, 300, 300), 600);
+	/* Reclaim moved 200 of them: they left the file LRU count, 100 are still on it. */
+	assert_int_equal(llc_plan_spare_file(800, 100, 200, 300, 300), 600);
+	/* A process mlocked 5 000 pages (unevictable at once): the 300 held are still on the file LRU. */
+	assert_int_equal(llc_plan_spare_file(1000, 100, 5000, 5300, 300), 600);
+	/* ... and once reclaim has moved all 300, none is. */
+	assert_int_equal(llc_plan_spare_file(700, 100, 5300, 5300, 300), 600);
+	/* Other unevictable pages (ramfs) count as held folios moved, never more than held. */
+	assert_int_equal(llc_plan_spare_file(1000, 100, 9000, 300, 300), 900);
+	/* Nothing held: all the clean file pages are spare; more unclean than on the LRU: negative. */
+	assert_int_equal(llc_plan_spare_file(1000, 100, 50, 50, 0), 900);
+	assert_int_equal(llc_plan_spare_file(100, 300, 0, 0, 0), -200);
+}
+
 static void plan_tail_drops__aged_runs_less_the_recent_ones_cut_at_max_out(void **state)
 {
 	const struct llc_span aged[] = { { 0, 100 }, { 200, 50 } };
@@ -409,6 +427,7 @@ int main(void)
 		cmocka_unit_test(plan_read_budget__three_read_ahead_windows_beside_the_engine),
 		cmocka_unit_test(plan_note_run__merges_what_overlaps_or_touches_else_a_new_run_until_full),
 		cmocka_unit_test(plan_drop_tails__only_while_the_unheld_blocks_outnumber_the_room),
+		cmocka_unit_test(plan_spare_file__held_folios_on_the_file_lru_are_not_spare),
 		cmocka_unit_test(plan_tail_drops__aged_runs_less_the_recent_ones_cut_at_max_out),
 		cmocka_unit_test(plan_scan_finished__idle_long_enough_never_mapped_never_when_off),
 		cmocka_unit_test(plan_pins__kept_stay_the_plan_fills_the_rest_around_them),
