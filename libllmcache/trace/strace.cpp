@@ -655,10 +655,15 @@ private:
 		if (uint64_t *v = procs_.find(tid))
 			return unpack(*v);
 		// A new pid while exactly one clone is in flight: its child, running before the clone returned.
+		// clone_parent_ is the tid of the latest clone to start; if that one was dropped while an older
+		// one is still in flight, the parent is not known and the pid starts a process of its own.
 		if (clones_pending_ == 1 && clone_parent_ != tid) {
 			Proc parent = proc(clone_parent_);
-			cloned(parent, tid, pending_[*pending_of_.find(clone_parent_)].text);
-			return unpack(*procs_.find(tid));
+			const uint32_t *clone = pending_of_.find(clone_parent_);
+			if (clone && is_clone(pending_[*clone].call)) {
+				cloned(parent, tid, pending_[*clone].text);
+				return unpack(*procs_.find(tid));
+			}
 		}
 		// strace -f without -o prints no pid while it traces one process. The first pid it prints that
 		// is not a child seen being cloned is that process; lines without a pid are its lines from then on.

@@ -143,6 +143,20 @@ static void strace_processes__unfinished_resumed_threads_fork__tgid_and_shared_o
 	assert_non_null(strstr(notes[0].c_str(), "1 calls resumed without their start"));
 }
 
+// Two clones in flight; the later one's pid loses it (a resume of another call). A new pid is then
+// nobody's known child: it starts a process of its own (the fuzzer found a null dereference here).
+static void strace_processes__latest_clone_dropped_while_another_in_flight__new_pid_own_process(void **)
+{
+	auto r = open_text("clones.strace", R"(500 14:00:00.000001 openat(AT_FDCWD, "/w/m.bin", O_RDONLY) = 3</w/m.bin>
+500 14:00:00.000002 clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD <unfinished ...>
+501 14:00:00.000003 clone(child_stack=NULL, flags=CLONE_VM|CLONE_FILES|CLONE_THREAD <unfinished ...>
+501 14:00:00.000004 <... read resumed>"x", 1) = 1
+520 14:00:00.000005 openat(AT_FDCWD, "/w/m.bin", O_RDONLY) = 4</w/m.bin>
+520 14:00:00.000006 read(4</w/m.bin>, "x"..., 4096) = 4096
+)");
+	assert_all_same({rec(T(14, 0, 0, 6), 520, 0, I("/w/m.bin"), 0, 1)}, read_all(*r));
+}
+
 // strace -f writing to stderr: no pid until a second process is traced, and "strace: Process N attached"
 // cutting lines in two.
 static void strace_stderr_capture__attach_messages_and_unprefixed_main__joined_and_pid_learned(void **)
@@ -376,6 +390,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(strace_writes__no_pid_prefix_epoch_times__write_records_pid_from_ff_suffix),
 		cmocka_unit_test(strace_dup__dup_dup2_dup3_fcntl_share_offset__close_and_close_range_drop),
 		cmocka_unit_test(strace_processes__unfinished_resumed_threads_fork__tgid_and_shared_offsets),
+		cmocka_unit_test(strace_processes__latest_clone_dropped_while_another_in_flight__new_pid_own_process),
 		cmocka_unit_test(strace_stderr_capture__attach_messages_and_unprefixed_main__joined_and_pid_learned),
 		cmocka_unit_test(strace_skips__errors_sockets_pipes_devices_signals_unknown__only_regular_files),
 		cmocka_unit_test(strace_mmap__regular_files_mapped__note_lists_them_and_flag_set),
