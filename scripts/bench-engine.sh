@@ -15,8 +15,9 @@
 # engine's start moved has settled), what `llmreplay --enforce` predicts for it from a trace of the
 # engine recorded with llmtrace under a limit of its anonymous memory and 80% of the model (stock: the
 # kernel as an LRU; bpf: the daemon executing the planner; the VM's module rows: the module), major
-# faults per token, refused or killed engines, the CPU time the helper (the daemon, mlock's locker) used
-# during a run per decoded token (its cost in energy beside the engine's), and the sizing rule's floor (model - (limit - the engine's own memory: its anonymous memory and the
+# faults per token, refused or killed engines, the CPU time of a run per decoded token (the engine's, with
+# its faults and the reclaim it does, and the helper's: the daemon with its prefetcher, mlock's locker;
+# what the machine spends, in energy, for a token) and the helper's alone, and the sizing rule's floor (model - (limit - the engine's own memory: its anonymous memory and the
 # code it keeps mapped, as the stock runs under the limit left them), bytes per token) and the ceiling
 # it allows (compute time of the unlimited run + floor at the disk's measured bandwidth, no overlap). CSV and an SVG plot go to RESULTS/bench-engine. Documentation/engine-bench.md has figures.
 # Needs root (cgroups, drop_caches, BPF) and node >= 20.
@@ -180,7 +181,7 @@ echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 echo "engine: llama.cpp (node-llama-cpp $(node -p "require('$engine/node_modules/node-llama-cpp/package.json').version")," \
 	"prebuilt CPU build), mmap, $threads threads, greedy, $tokens tokens per run, $runs runs per mode after a warm-up run"
 csv=$out/engine.csv
-echo "model,limit_mib,limit_pct,mode,tokens_per_s,x_stock,mb_read_per_token,major_faults_per_token,floor_mb_per_token,ceiling_tokens_per_s,refused,killed,late_mb_read_per_token,predicted_mb_per_token,planner_floor_mb_per_token,helper_cpu_ms_per_token" >"$csv"
+echo "model,limit_mib,limit_pct,mode,tokens_per_s,x_stock,mb_read_per_token,major_faults_per_token,floor_mb_per_token,ceiling_tokens_per_s,refused,killed,late_mb_read_per_token,predicted_mb_per_token,planner_floor_mb_per_token,cpu_ms_per_token,helper_cpu_ms_per_token" >"$csv"
 for spec in $models; do
 	name=${spec%%:*} opts=${spec#*:}
 	model=$engine/models/$name.gguf
@@ -207,8 +208,8 @@ for spec in $models; do
 		"read-ahead $(cat "$sysdev/queue/read_ahead_kb") KiB; no limit: $(printf %.2f "$fit_tps") tokens/s, anonymous memory $((fit_anon >> 20)) MiB, code mapped $((fit_code >> 20)) MiB"
 	[ -s "$out/$name.trace" ] && echo "trace for the predictions: $out/$name.trace, recorded with the engine's anonymous memory and 80% of the model as the limit" ||
 		echo "no predictions: llmtrace could not record the engine ($(tail -n 1 "$out/llmtrace.err"))"
-	printf '%-9s %-5s %-18s %9s %8s %14s %10s %10s %13s %11s %10s %13s %12s  %s\n' limit "%" mode tokens/s "x stock" "MB read/token" \
-		"late MB/t" "predicted" "majflt/token" "floor MB/t" "N-S MB/t" "ceiling t/s" "helper ms/t" notes
+	printf '%-9s %-5s %-18s %9s %8s %14s %10s %10s %13s %11s %10s %13s %9s %12s  %s\n' limit "%" mode tokens/s "x stock" "MB read/token" \
+		"late MB/t" "predicted" "majflt/token" "floor MB/t" "N-S MB/t" "ceiling t/s" "CPU ms/t" "helper ms/t" notes
 	for lim in $limits; do
 		case $lim in
 		*%) limit_bytes=$(( model_bytes * ${lim%\%} / 100 )) ;;
@@ -238,13 +239,13 @@ for spec in $models; do
 				failed) ;;
 				*) echo "$(json_num "$o" tokens_per_s) $(json_num "$o" disk_read_bytes) $(json_num "$o" major_faults)" \
 					"$(json_num "$o" decode_tokens) $(( $(json_num "$o" rss_anon) + $(json_num "$o" rss_code) ))" \
-					"$(json_num "$o" late_disk_read_bytes) $(json_num "$o" late_tokens) $(json_num "$o" rss_anon) $(json_num "$o" rss_code) $cpu" >>"$out/runs" ;;
+					"$(json_num "$o" late_disk_read_bytes) $(json_num "$o" late_tokens) $(json_num "$o" rss_anon) $(json_num "$o" rss_code) $cpu $(json_num "$o" cpu_s)" >>"$out/runs" ;;
 				esac
 			done
 			stop_mode
 			of_runs() { if [ -f "$out/runs" ]; then awk "{ print $1 }" "$out/runs" | median; else echo 0; fi; }
 			t=$(of_runs '$1') mb=$(of_runs '$2 / $4 / 1e6') mf=$(of_runs '$3 / $4') late=$(of_runs '($7 ? $6 / $7 / 1e6 : 0)')
-			cpu=$(of_runs '$10 / $4')
+			cpu=$(of_runs '$10 / $4') total_cpu=$(of_runs '($11 * 1000 + $10) / $4')
 			tps[$mode]=$t
 			# The stock engine under the limit: what it keeps of its own memory sets the floor.
 			[ "$mode" != stock ] || [ ! -f "$out/runs" ] || floor_of "$(of_runs '$5' | cut -d. -f1)"
@@ -257,9 +258,9 @@ for spec in $models; do
 			notes=
 			[ $refused = 0 ] || notes+="refused $refused of $runs; "
 			[ $killed = 0 ] || notes+="OOM-killed $killed of $runs; "
-			printf '%-9s %-5s %-18s %9.2f %8s %14.1f %10.1f %10s %13.0f %11.1f %10s %13s %12.1f  %s\n' "$((limit_bytes >> 20))MiB" "$pct" "$mode" \
-				"$t" "$x" "$mb" "$late" "$predicted" "$mf" "$(awk -v f="$floor" 'BEGIN { print f / 1e6 }')" "$planner_floor" "$ceiling" "$cpu" "$notes"
-			echo "$name,$((limit_bytes >> 20)),$pct,${mode//,/ },$t,$x,$mb,$mf,$(awk -v f="$floor" 'BEGIN { print f / 1e6 }'),$ceiling,$refused,$killed,$late,$predicted,$planner_floor,$cpu" >>"$csv"
+			printf '%-9s %-5s %-18s %9.2f %8s %14.1f %10.1f %10s %13.0f %11.1f %10s %13s %9.1f %12.1f  %s\n' "$((limit_bytes >> 20))MiB" "$pct" "$mode" \
+				"$t" "$x" "$mb" "$late" "$predicted" "$mf" "$(awk -v f="$floor" 'BEGIN { print f / 1e6 }')" "$planner_floor" "$ceiling" "$total_cpu" "$cpu" "$notes"
+			echo "$name,$((limit_bytes >> 20)),$pct,${mode//,/ },$t,$x,$mb,$mf,$(awk -v f="$floor" 'BEGIN { print f / 1e6 }'),$ceiling,$refused,$killed,$late,$predicted,$planner_floor,$total_cpu,$cpu" >>"$csv"
 		done
 	done
 done

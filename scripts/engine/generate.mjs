@@ -3,7 +3,8 @@
 // a GGUF model through mmap (llama.cpp's default) and decoding greedily. It prints one JSON line: the
 // load, prompt and decode times, decode tokens/s, the generated token ids (so that runs with and without
 // llmcache can be compared token for token), the process's major faults and the bytes it read from disk,
-// and its resident anonymous memory, model and code (its other file mappings).
+// its resident anonymous memory, model and code (its other file mappings), and the CPU time of the whole
+// run.
 // Memory-aware like any node-llama-cpp app: the context is refused when the free RAM it sees is too small.
 // With LLMCACHE_DISK_STAT set to a block device's stat file (/sys/block/DEV/stat), it also prints the
 // bytes that device read during the decode, whoever read them, and during its second half (late_*: once
@@ -62,6 +63,7 @@ for await (const token of sequence.evaluate(input, {temperature: 0})) {
 }
 const decodeS = out.length > 1 ? seconds(t2) : 0;
 const after = procIo();
+const cpu = process.cpuUsage(); // the whole run's, every thread: compute, faults and the reclaim they do
 const status = Object.fromEntries(fs.readFileSync("/proc/self/status", "utf8").split("\n")
     .map((l) => l.split(/:\s+/)).filter((kv) => kv.length === 2));
 const kib = (k) => Number.parseInt(status[k] ?? "0", 10) * 1024;
@@ -86,6 +88,7 @@ console.log(JSON.stringify({
     disk_read_bytes: after.diskBytes - before.diskBytes,
     late_tokens: out.length >= halfway ? out.length - halfway : 0, late_disk_read_bytes: after.diskBytes - half.diskBytes,
     rss_anon: kib("RssAnon"), rss_model: rssModel, rss_code: rssCode, // at the end of the decode
+    cpu_s: (cpu.user + cpu.system) / 1e6,
     tokens: out
 }));
 await context.dispose();
