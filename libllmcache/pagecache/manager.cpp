@@ -15,8 +15,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
-#include <sstream>
 
 namespace llmcache::pagecache {
 
@@ -284,10 +284,9 @@ void Manager::lock_engine_code(const FileIds &managed)
 		return;
 	for (uint32_t pid : pids_) {
 		const std::string proc = "/proc/" + std::to_string(pid);
-		std::ifstream in(proc + "/maps");
-		std::stringstream text;
-		text << in.rdbuf();
-		std::vector<FileMapping> code = file_mappings(text.str());
+		std::vector<FileMapping> code;
+		if (read_file_mappings(pid_t(pid), code) < 0)
+			continue;
 		std::erase_if(code, [&](const FileMapping &m) {
 			return m.offset % BS || std::any_of(managed.begin(), managed.end(), [&](const auto &x) {
 				       return x.first == m.dev && x.second == m.inode;
@@ -417,6 +416,7 @@ void Manager::tick(uint64_t now_ns)
 		std::erase_if(pids_, [](uint32_t p) { return kill(pid_t(p), 0) && errno == ESRCH; });
 		for (File &f : files_)
 			std::erase_if(f.mappers, [](uint32_t p) { return kill(pid_t(p), 0) && errno == ESRCH; });
+		std::erase_if(mappings_, [](const PidMappings &m) { return kill(pid_t(m.pid), 0) && errno == ESRCH; });
 		if (had_engines && pids_.empty())
 			engines_exited();
 	}
@@ -505,10 +505,13 @@ void Manager::drop_ranges(File &f, const std::vector<Range> &ranges, uint64_t &c
 			counter += r.count;
 	}
 	for (uint32_t pid : f.mappers) {
-		const long r = cold_blocks(pid_t(pid), f.pf->dev(), f.pf->inode(), ranges);
+		const std::vector<FileMapping> *maps = mappings(pid, f.pf->dev(), f.pf->inode());
+		const long r = maps ? cold_blocks(pid_t(pid), *maps, f.pf->dev(), f.pf->inode(), ranges) : -ESRCH;
+		if (r == -ENOMEM)
+			forget_mappings(pid); // unmapped since they were read: not a refusal
 		if (r > 0)
 			f.cold += uint64_t(r) / BS;
-		else if (r < 0 && r != -ESRCH) {
+		else if (r < 0 && r != -ESRCH && r != -ENOMEM) {
 			cold_denied_ += blocks;
 			if (!warned_cold_) {
 				warned_cold_ = true;
@@ -520,6 +523,33 @@ void Manager::drop_ranges(File &f, const std::vector<Range> &ranges, uint64_t &c
 			}
 		}
 	}
+}
+
+// pid's file mappings, read again when they are MAPS_TTL_NS old or lack the file (dev, inode) (the
+// engine may have mapped it since); nullptr when pid is gone.
+const std::vector<FileMapping> *Manager::mappings(uint32_t pid, dev_t dev, uint64_t inode)
+{
+	timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	const uint64_t now = uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec);
+	auto m = std::find_if(mappings_.begin(), mappings_.end(), [&](const PidMappings &x) { return x.pid == pid; });
+	if (m != mappings_.end() && now - m->read_ns < MAPS_TTL_NS && maps_file(m->maps, dev, inode))
+		return &m->maps;
+	std::vector<FileMapping> maps;
+	if (read_file_mappings(pid_t(pid), maps) < 0) {
+		forget_mappings(pid);
+		return nullptr;
+	}
+	if (m == mappings_.end())
+		m = mappings_.insert(mappings_.end(), {pid, 0, {}});
+	m->read_ns = now;
+	m->maps = std::move(maps);
+	return &m->maps;
+}
+
+void Manager::forget_mappings(uint32_t pid)
+{
+	std::erase_if(mappings_, [&](const PidMappings &x) { return x.pid == pid; });
 }
 
 void Manager::drop_scans(uint64_t now_ns)

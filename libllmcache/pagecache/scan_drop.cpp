@@ -48,10 +48,7 @@ long pageout(pid_t pid, const std::vector<iovec> &iov)
 		const long n = syscall(SYS_process_madvise, pidfd, &iov[i], std::min<size_t>(IOV_MAX, iov.size() - i),
 				       MADV_PAGEOUT, 0u);
 		if (n < 0) {
-			// ENOMEM: the range is no longer mapped (the engine unmapped it or is exiting since its
-			// maps were read), which is not a refusal.
-			if (errno != ENOMEM)
-				done = -errno;
+			done = -errno; // ENOMEM: a range is no longer mapped
 			break;
 		}
 		done += n;
@@ -62,18 +59,30 @@ long pageout(pid_t pid, const std::vector<iovec> &iov)
 
 } // namespace
 
-long cold_blocks(pid_t pid, dev_t dev, uint64_t inode, const std::vector<Range> &ranges)
+bool maps_file(const std::vector<FileMapping> &maps, dev_t dev, uint64_t inode)
+{
+	return std::any_of(maps.begin(), maps.end(), [&](const FileMapping &m) { return m.dev == dev && m.inode == inode; });
+}
+
+int read_file_mappings(pid_t pid, std::vector<FileMapping> &out)
 {
 	std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
 	if (!in)
 		return -ESRCH;
 	std::stringstream text;
 	text << in.rdbuf();
+	out = file_mappings(text.str());
+	return 0;
+}
+
+long cold_blocks(pid_t pid, const std::vector<FileMapping> &maps, dev_t dev, uint64_t inode,
+		 const std::vector<Range> &ranges)
+{
 	std::vector<iovec> iov;
-	std::vector<FileMapping> maps = file_mappings(text.str());
-	std::erase_if(maps, [&](const FileMapping &m) { return m.dev != dev || m.inode != inode; });
 	for (const Range &r : ranges)
 		for (const FileMapping &m : maps) {
+			if (m.dev != dev || m.inode != inode)
+				continue;
 			const uint64_t a = std::max(r.first * BS, m.offset);
 			const uint64_t b = std::min((r.first + r.count) * BS, m.offset + (m.end - m.start));
 			if (a < b)

@@ -26,11 +26,17 @@ namespace llmcache::pagecache {
 // posix_fadvise(DONTNEED) of blocks [first, first + count) of fd. Returns 0 or -errno.
 int drop_blocks(int fd, uint64_t first, uint64_t count);
 
-// process_madvise(MADV_PAGEOUT) of the ranges of blocks of the file wherever pid maps them, in one
-// read of its maps. Returns the bytes advised (0 when pid does not map them, or no longer does by the
-// time of the call), or -errno: -EPERM when refused,
-// -ENOSYS when the kernel has no process_madvise, -ESRCH when pid is gone.
-long cold_blocks(pid_t pid, dev_t dev, uint64_t inode, const std::vector<Range> &ranges);
+// pid's file mappings, from /proc/PID/maps: 0, or -ESRCH when pid is gone.
+int read_file_mappings(pid_t pid, std::vector<FileMapping> &out);
+// Whether maps holds a mapping of the file (dev, inode).
+bool maps_file(const std::vector<FileMapping> &maps, dev_t dev, uint64_t inode);
+
+// process_madvise(MADV_PAGEOUT) of the ranges of blocks of the file (dev, inode) wherever maps, pid's
+// file mappings as last read, says pid maps them. Returns the bytes advised (0 when maps has none of
+// them), or -errno: -ENOMEM when a range is no longer mapped there (maps is out of date: read it
+// again), -EPERM when refused, -ENOSYS when the kernel has no process_madvise, -ESRCH when pid is gone.
+long cold_blocks(pid_t pid, const std::vector<FileMapping> &maps, dev_t dev, uint64_t inode,
+		 const std::vector<Range> &ranges);
 
 // The same for the whole of each of pid's mappings maps (its pages that other processes map stay).
 long cold_mappings(pid_t pid, const std::vector<FileMapping> &maps);
