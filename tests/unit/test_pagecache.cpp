@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -122,6 +123,32 @@ void present_blocks__own_pagemap__touched_blocks_only(void **)
 	assert_true(total <= 8);
 	close(pagemap);
 	munmap(const_cast<char *>(p), 8 * BS);
+	close(fd);
+}
+
+// The daemon keeps an engine's mappings between two reads of its maps: a range advised through
+// mappings read before it was unmapped is reported as gone (-ENOMEM), so that the daemon reads them
+// again, not as a refusal.
+void cold_blocks__own_mapping_then_unmapped__pages_out_then_enomem(void **)
+{
+	const std::string path = make_file("stream.bin", 32);
+	struct stat st;
+	assert_int_equal(stat(path.c_str(), &st), 0);
+	const int fd = open(path.c_str(), O_RDONLY);
+	assert_true(fd >= 0);
+	auto *p = static_cast<volatile char *>(mmap(nullptr, 32 * BS, PROT_READ, MAP_SHARED, fd, 0));
+	assert_true(p != MAP_FAILED);
+	for (uint64_t b = 0; b < 32; b++)
+		(void)p[b * BS];
+	std::vector<FileMapping> maps;
+	assert_int_equal(read_file_mappings(getpid(), maps), 0);
+	assert_true(maps_file(maps, st.st_dev, st.st_ino));
+	assert_false(maps_file(maps, st.st_dev, st.st_ino + 1));
+	const std::vector<Range> passed{{4, 8}};
+	assert_int_equal(cold_blocks(getpid(), maps, st.st_dev, st.st_ino, passed), 8 * BS);
+	assert_int_equal(cold_blocks(getpid(), maps, st.st_dev, st.st_ino + 1, passed), 0); // not mapped
+	munmap(const_cast<char *>(p), 32 * BS);
+	assert_int_equal(cold_blocks(getpid(), maps, st.st_dev, st.st_ino, passed), -ENOMEM);
 	close(fd);
 }
 
@@ -369,6 +396,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(file_mappings__maps_text__every_file_mapping_with_offsets),
 		cmocka_unit_test(present_blocks__own_pagemap__touched_blocks_only),
+		cmocka_unit_test(cold_blocks__own_mapping_then_unmapped__pages_out_then_enomem),
 		cmocka_unit_test(union_of__overlapping_touching_and_apart__merged_sorted),
 		cmocka_unit_test(map_pmd_aligned__file_of_odd_size__aligned_whole_and_nothing_around),
 		cmocka_unit_test(memcg_dir__v1_v2_and_root__directory_or_none),
