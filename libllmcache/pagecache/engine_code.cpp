@@ -3,10 +3,12 @@
 
 #include "../../include/uapi/llmcache.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <string>
 
 namespace llmcache::pagecache {
 
@@ -39,6 +41,27 @@ int present_blocks(int pagemap_fd, const FileMapping &m, std::vector<Range> &out
 		at += n;
 	}
 	return 0;
+}
+
+uint64_t mapped_file_bytes(pid_t pid, const FileIds &exclude)
+{
+	std::vector<FileMapping> maps;
+	if (read_file_mappings(pid, maps) < 0)
+		return 0;
+	const int pagemap = open(("/proc/" + std::to_string(pid) + "/pagemap").c_str(), O_RDONLY | O_CLOEXEC);
+	if (pagemap < 0)
+		return 0;
+	uint64_t blocks = 0;
+	for (const FileMapping &m : maps) {
+		if (std::any_of(exclude.begin(), exclude.end(), [&](const auto &x) { return x.first == m.dev && x.second == m.inode; }))
+			continue;
+		std::vector<Range> present;
+		if (present_blocks(pagemap, m, present) == 0)
+			for (const Range &r : present)
+				blocks += r.count;
+	}
+	close(pagemap);
+	return blocks * BS;
 }
 
 } // namespace llmcache::pagecache

@@ -4,6 +4,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -82,37 +83,15 @@ std::vector<FileMapping> file_mappings(std::string_view maps)
 	return out;
 }
 
-uint64_t mapped_file_bytes(std::string_view smaps, const FileIds &exclude)
+int read_file_mappings(pid_t pid, std::vector<FileMapping> &out)
 {
-	std::istringstream in{std::string(smaps)};
-	uint64_t total = 0;
-	bool counted = false; // the mapping whose fields follow is a file mapping to count
-	for (std::string line; std::getline(in, line);) {
-		// A mapping: "start-end perms offset major:minor inode [path]"; its fields: "Key: value kB".
-		std::istringstream f(line);
-		std::string range, perms, offset, dev;
-		uint64_t inode = 0;
-		if (line.find(':') > line.find(' ') && f >> range >> perms >> offset >> dev >> inode &&
-		    range.find('-') != std::string::npos) {
-			unsigned ma = 0, mi = 0;
-			counted = inode && std::sscanf(dev.c_str(), "%x:%x", &ma, &mi) == 2;
-			for (const auto &[d, i] : exclude)
-				counted &= !(major(d) == ma && minor(d) == mi && i == inode);
-			continue;
-		}
-		uint64_t kb = 0;
-		if (counted && line.rfind("Rss:", 0) == 0 && std::sscanf(line.c_str() + 4, "%lu", &kb) == 1)
-			total += kb << 10;
-	}
-	return total;
-}
-
-uint64_t mapped_file_bytes(pid_t pid, const FileIds &exclude)
-{
-	std::ifstream in("/proc/" + std::to_string(pid) + "/smaps");
+	std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
+	if (!in)
+		return -ESRCH;
 	std::stringstream text;
 	text << in.rdbuf();
-	return mapped_file_bytes(text.str(), exclude);
+	out = file_mappings(text.str());
+	return 0;
 }
 
 uint64_t readahead_bytes(dev_t dev)

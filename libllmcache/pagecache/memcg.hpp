@@ -39,12 +39,11 @@ struct FileMapping {
 };
 // The file mappings in a /proc/PID/maps text.
 std::vector<FileMapping> file_mappings(std::string_view maps);
+// pid's file mappings, from /proc/PID/maps: 0, or -ESRCH when pid is gone.
+int read_file_mappings(pid_t pid, std::vector<FileMapping> &out);
 
-// The resident bytes of pid's file mappings (its binary, libraries, data files) other than the files in
-// exclude (st_dev, st_ino), in a /proc/PID/smaps text: the code an engine keeps hot besides its weights.
+// Files by (st_dev, st_ino).
 using FileIds = std::vector<std::pair<dev_t, uint64_t>>;
-uint64_t mapped_file_bytes(std::string_view smaps, const FileIds &exclude);
-uint64_t mapped_file_bytes(pid_t pid, const FileIds &exclude);
 
 // The readahead window of the block device that holds a file system (st_dev), in bytes; 0 if unknown.
 // An engine streaming a file keeps up to two windows in flight: the pins must leave room for them.

@@ -16,8 +16,6 @@
 #include <climits>
 #include <cerrno>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #ifndef MADV_PAGEOUT
 #define MADV_PAGEOUT 21
@@ -62,17 +60,6 @@ long pageout(pid_t pid, const std::vector<iovec> &iov)
 bool maps_file(const std::vector<FileMapping> &maps, dev_t dev, uint64_t inode)
 {
 	return std::any_of(maps.begin(), maps.end(), [&](const FileMapping &m) { return m.dev == dev && m.inode == inode; });
-}
-
-int read_file_mappings(pid_t pid, std::vector<FileMapping> &out)
-{
-	std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
-	if (!in)
-		return -ESRCH;
-	std::stringstream text;
-	text << in.rdbuf();
-	out = file_mappings(text.str());
-	return 0;
 }
 
 long cold_blocks(pid_t pid, const std::vector<FileMapping> &maps, dev_t dev, uint64_t inode,

@@ -26,8 +26,6 @@ namespace llmcache::pagecache {
 // posix_fadvise(DONTNEED) of blocks [first, first + count) of fd. Returns 0 or -errno.
 int drop_blocks(int fd, uint64_t first, uint64_t count);
 
-// pid's file mappings, from /proc/PID/maps: 0, or -ESRCH when pid is gone.
-int read_file_mappings(pid_t pid, std::vector<FileMapping> &out);
 // Whether maps holds a mapping of the file (dev, inode).
 bool maps_file(const std::vector<FileMapping> &maps, dev_t dev, uint64_t inode);
 

@@ -193,22 +193,33 @@ void memcg_dir__v1_v2_and_root__directory_or_none(void **)
 	assert_true(memcg_dir("0::/\n3:cpu:/x\n").empty());
 }
 
-void mapped_file_bytes__smaps__file_mappings_other_than_excluded(void **)
+void mapped_file_bytes__own_mappings__present_pages_of_files_not_excluded(void **)
 {
-	const std::string smaps = "55d0a0000000-55d0a6000000 r-xp 00000000 fe:01 1234                       /usr/bin/node\n"
-				  "Size:              98304 kB\n"
-				  "Rss:                8192 kB\n"
-				  "VmFlags: rd ex mr mw me\n"
-				  "7f0000000000-7f0020000000 r--s 00019000 fe:01 777                        /models/m.gguf\n"
-				  "Rss:              500000 kB\n"
-				  "7f1000000000-7f1000100000 rw-p 00000000 00:00 0 \n"
-				  "Rss:                1024 kB\n"
-				  "7f2000000000-7f2000200000 r-xp 00000000 fe:01 99                         /usr/lib/libc.so.6\n"
-				  "Rss:                1536 kB\n";
-	const FileIds model{{makedev(0xfe, 1), 777}};
-	assert_int_equal(mapped_file_bytes(smaps, model), (8192 + 1536) << 10); // anonymous and model left out
-	assert_int_equal(mapped_file_bytes(smaps, {}), (8192 + 500000 + 1536ull) << 10);
-	assert_int_equal(mapped_file_bytes("", model), 0);
+	const std::string path = make_file("lib.bin", 16);
+	struct stat st;
+	assert_int_equal(stat(path.c_str(), &st), 0);
+	const int fd = open(path.c_str(), O_RDONLY);
+	assert_true(fd >= 0);
+	auto *p = static_cast<volatile char *>(mmap(nullptr, 16 * BS, PROT_READ, MAP_SHARED, fd, 0));
+	assert_true(p != MAP_FAILED);
+	madvise(const_cast<char *>(p), 16 * BS, MADV_RANDOM); // no fault-around
+	(void)p[0];
+	(void)p[5 * BS];
+	// Every other file this process maps (its binary, its libraries) excluded: what is left is the
+	// touched pages of lib.bin, and the neighbours fault-around may have mapped with them.
+	std::vector<FileMapping> maps;
+	assert_int_equal(read_file_mappings(getpid(), maps), 0);
+	FileIds others;
+	for (const FileMapping &m : maps)
+		if (m.dev != st.st_dev || m.inode != st.st_ino)
+			others.push_back({m.dev, m.inode});
+	const uint64_t lib = mapped_file_bytes(getpid(), others);
+	assert_true(lib >= 2 * BS && lib <= 16 * BS);
+	others.push_back({st.st_dev, st.st_ino});
+	assert_int_equal(mapped_file_bytes(getpid(), others), 0);
+	munmap(const_cast<char *>(p), 16 * BS);
+	close(fd);
+	assert_int_equal(mapped_file_bytes(0x7ffffff0, {}), 0); // no such process
 }
 
 void pinned_file_apply__plan_then_smaller_plan__locks_resident_planned_blocks_only(void **)
@@ -400,7 +411,7 @@ int main(void)
 		cmocka_unit_test(union_of__overlapping_touching_and_apart__merged_sorted),
 		cmocka_unit_test(map_pmd_aligned__file_of_odd_size__aligned_whole_and_nothing_around),
 		cmocka_unit_test(memcg_dir__v1_v2_and_root__directory_or_none),
-		cmocka_unit_test(mapped_file_bytes__smaps__file_mappings_other_than_excluded),
+		cmocka_unit_test(mapped_file_bytes__own_mappings__present_pages_of_files_not_excluded),
 		cmocka_unit_test(pinned_file_apply__plan_then_smaller_plan__locks_resident_planned_blocks_only),
 		cmocka_unit_test(pinned_file_apply__kept_ranges__stay_locked_outside_the_plan),
 		cmocka_unit_test(pinned_file_lock__dontneed_from_another_descriptor__pages_stay),
