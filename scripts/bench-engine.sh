@@ -17,8 +17,9 @@
 # kernel as an LRU; bpf: the daemon executing the planner; the VM's module rows: the module), major
 # faults per token, refused or killed engines, the CPU time of a run per decoded token (the engine's, with
 # its faults and the reclaim it does, and the helper's: the daemon with its prefetcher, mlock's locker;
-# what the machine spends, in energy, for a token) and the helper's alone, and the sizing rule's floor (model - (limit - the engine's own memory: its anonymous memory and the
-# code it keeps mapped, as the stock runs under the limit left them), bytes per token) and the ceiling
+# what the machine spends, in energy, for a token) and the helper's alone, and the sizing rule's floor
+# (model - (limit - the engine's own memory: its anonymous memory and the code it keeps mapped, as the
+# stock runs under the limit left them), bytes per token) and the ceiling
 # it allows (compute time of the unlimited run + floor at the disk's measured bandwidth, no overlap). CSV and an SVG plot go to RESULTS/bench-engine. Documentation/engine-bench.md has figures.
 # Needs root (cgroups, drop_caches, BPF) and node >= 20.
 # Usage: scripts/bench-engine.sh BUILD_DIR [RESULTS_DIR] [RUNS]
