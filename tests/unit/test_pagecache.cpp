@@ -48,6 +48,24 @@ std::string make_file(const char *name, uint64_t blocks)
 	return path;
 }
 
+// A file of `blocks` blocks made by make_file(), mapped whole and shared by this process.
+struct MappedFile {
+	struct stat st;
+	int fd;
+	volatile char *p;
+};
+MappedFile map_file(const char *name, uint64_t blocks)
+{
+	MappedFile m;
+	const std::string path = make_file(name, blocks);
+	assert_int_equal(stat(path.c_str(), &m.st), 0);
+	m.fd = open(path.c_str(), O_RDONLY);
+	assert_true(m.fd >= 0);
+	m.p = static_cast<volatile char *>(mmap(nullptr, blocks * BS, PROT_READ, MAP_SHARED, m.fd, 0));
+	assert_true(m.p != MAP_FAILED);
+	return m;
+}
+
 uint32_t encode(dev_t d) { return (minor(d) & 0xff) | (major(d) << 8) | ((minor(d) & ~0xffu) << 12); }
 
 llmcache_access access_of(const std::string &path, uint64_t first, uint32_t n, uint64_t t_ns)
@@ -131,13 +149,7 @@ void present_blocks__own_pagemap__touched_blocks_only(void **)
 // again, not as a refusal.
 void cold_blocks__own_mapping_then_unmapped__pages_out_then_enomem(void **)
 {
-	const std::string path = make_file("stream.bin", 32);
-	struct stat st;
-	assert_int_equal(stat(path.c_str(), &st), 0);
-	const int fd = open(path.c_str(), O_RDONLY);
-	assert_true(fd >= 0);
-	auto *p = static_cast<volatile char *>(mmap(nullptr, 32 * BS, PROT_READ, MAP_SHARED, fd, 0));
-	assert_true(p != MAP_FAILED);
+	const auto [st, fd, p] = map_file("stream.bin", 32);
 	for (uint64_t b = 0; b < 32; b++)
 		(void)p[b * BS];
 	std::vector<FileMapping> maps;
@@ -195,13 +207,7 @@ void memcg_dir__v1_v2_and_root__directory_or_none(void **)
 
 void mapped_file_bytes__own_mappings__present_pages_of_files_not_excluded(void **)
 {
-	const std::string path = make_file("lib.bin", 16);
-	struct stat st;
-	assert_int_equal(stat(path.c_str(), &st), 0);
-	const int fd = open(path.c_str(), O_RDONLY);
-	assert_true(fd >= 0);
-	auto *p = static_cast<volatile char *>(mmap(nullptr, 16 * BS, PROT_READ, MAP_SHARED, fd, 0));
-	assert_true(p != MAP_FAILED);
+	const auto [st, fd, p] = map_file("lib.bin", 16);
 	madvise(const_cast<char *>(p), 16 * BS, MADV_RANDOM); // no fault-around
 	(void)p[0];
 	(void)p[5 * BS];
