@@ -781,6 +781,19 @@ uint64_t llc_hot_idle_limit(const struct llc_core *c)
 	return c->hot_idle_limit;
 }
 
+uint64_t llc_biggest_loop_since(const struct llc_core *c, uint64_t vt)
+{
+	uint64_t biggest = 0;
+
+	for (uint16_t id = c->lists[LLMCACHE_CLASS_LOOP].head; id; id = c->seqs[id].list_next) {
+		const struct llc_seq *s = &c->seqs[id];
+
+		if (s->last_vt >= vt && s->end - s->start + 1 > biggest)
+			biggest = s->end - s->start + 1;
+	}
+	return biggest;
+}
+
 uint64_t llc_loop_period_ns(const struct llc_seq *s)
 {
 	return s->prev_period_ns && s->prev_period_ns < s->period_ns ? s->prev_period_ns : s->period_ns;

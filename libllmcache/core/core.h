@@ -142,6 +142,15 @@ enum llmcache_class llc_evict_class(const uint64_t resident[LLMCACHE_NR_CLASSES]
 uint64_t llc_hot_idle_limit(const struct llc_core *c);
 
 /*
+ * The blocks of the biggest loop accessed at or after virtual time vt (0: none). With vt a cache's size
+ * of accesses ago, it tells whether that cache holds an engine's per-token working set: its weights
+ * loop fits and was read within the cache's reach, whatever the loop's measured period (a prompt's
+ * pass walks a matrix more than once and measures a period far shorter than the pass). O(loops).
+ * Documentation/design/policy-core.md, "When the working set fits".
+ */
+uint64_t llc_biggest_loop_since(const struct llc_core *c, uint64_t vt);
+
+/*
  * A loop's period in ns as a token's time: the shorter of its last two periods, since an engine idle
  * between two prompts measures one iteration as long as the pause. 0 before one was measured.
  */

@@ -54,6 +54,13 @@
 // Cold chunks: at each iteration of a loop, its resident blocks in chunks the core calls cold (not
 // reached in the two periods before the iteration, llc_block_cold()) become orphans, as the module's
 // and the daemon's pin plans leave them out (Documentation/design/policy-core.md, "Cold chunks").
+// When the working set fits: while the biggest loop accessed within the last cache size of accesses fits
+// in the cache and fills half of it or more (an engine's weights, read every token), the oldest scan's
+// next victim no longer goes first by its class. The HOT list's least recently used block beyond the
+// reserve goes before it if that block was last accessed earlier, else the least recently accessed
+// overdue loop's highest block if that loop has been idle since then: what is not the working set is
+// ordered by recency, as the kernel's LRU orders it for the module, which leaves mapped scans and, where
+// the loops fit, every page to it (Documentation/design/policy-core.md, "When the working set fits").
 // The core is told each access's request length, the length of the trace record it came from, as the
 // module and the daemon tell it theirs: a window faulted again is one access, not a loop (rule 3).
 #include "policies.hpp"
@@ -439,6 +446,28 @@ private:
 		return nil;
 	}
 
+	// Whether the cache holds the engine's working set: the biggest loop accessed within the last
+	// capacity accesses fits in it and fills half of it or more. The start-up's code loops fit as well,
+	// but fill a small part of a cache that holds the weights, and the weights of a cache they do not fit.
+	bool working_set_fits() const
+	{
+		const uint64_t now = llc_vtime(core_);
+		const uint64_t loop = llc_biggest_loop_since(core_, now > capacity_ ? now - capacity_ : 0);
+		return loop <= capacity_ && 2 * loop >= capacity_;
+	}
+
+	// What goes before the next victim of scan, when the working set fits: the HOT list's least recently
+	// used block beyond the reserve or the least recently accessed overdue loop, if idle since before
+	// that victim was accessed; else the scan.
+	uint32_t idle_before(uint32_t scan) const
+	{
+		const uint64_t vt = touched_[next_victim(scan)];
+		if (hot_idle_since(vt))
+			return hot_list;
+		const uint32_t loop = overdue_loop_idle_since(vt);
+		return loop != nil ? loop : scan;
+	}
+
 	// Whether a missed block of loop seq may displace the next victim of class `from` (SEQ or HOT): only
 	// if the loop's period is unknown or no longer than that block has been idle (LIRS keeps a block
 	// whose recency is shorter than the newcomer's reuse distance; the kernel activates a refaulted page
@@ -471,6 +500,8 @@ private:
 		switch (from) {
 		case LLMCACHE_CLASS_SEQ:
 			victim_list = oldest_scan();
+			if (victim_list != nil && victim_list != orphan_seq && victim_list != v.seq && working_set_fits())
+				victim_list = idle_before(victim_list);
 			if (v.cls == LLMCACHE_CLASS_SEQ && (victim_list == nil || victim_list == v.seq)) {
 				const uint64_t began = llc_seq_get(core_, v.seq)->created_vt;
 				victim_list = hot_idle_since(began) ? hot_list : overdue_loop_idle_since(began);

@@ -211,6 +211,26 @@ static void core_hot_idle_limit__twice_the_biggest_running_loops_period(void **s
 	free(c);
 }
 
+/* The biggest loop accessed since a virtual time: none before any loop; B (100 blocks) while it was read
+ * since, else A (10 blocks); nothing at all after both. */
+static void core_biggest_loop_since__biggest_loop_accessed_at_or_after_vt(void **state)
+{
+	struct llc_core *c = default_core();
+	uint64_t first_of_a;
+
+	sweep(c, FILE_B, 0, 100);
+	assert_int_equal(llc_biggest_loop_since(c, 0), 0);
+	sweep(c, FILE_B, 0, 100); /* B: a loop */
+	first_of_a = llc_vtime(c) + 1; /* the virtual time of B's last access is llc_vtime() */
+	sweep(c, FILE_A, 0, 10);
+	sweep(c, FILE_A, 0, 10); /* A: a loop, read after B */
+	assert_int_equal(llc_biggest_loop_since(c, 0), 100);
+	assert_int_equal(llc_biggest_loop_since(c, first_of_a - 1), 100);
+	assert_int_equal(llc_biggest_loop_since(c, first_of_a), 10);
+	assert_int_equal(llc_biggest_loop_since(c, llc_vtime(c) + 1), 0);
+	free(c);
+}
+
 static void core_access__loop_restart__new_iteration_with_period(void **state)
 {
 	struct llc_core *c = default_core();
@@ -972,6 +992,7 @@ int main(void)
 		cmocka_unit_test(access_extend__request_traces__same_as_per_block),
 		cmocka_unit_test(core_loop_order__stopped_loop__keyed_by_its_age),
 		cmocka_unit_test(core_hot_idle_limit__twice_the_biggest_running_loops_period),
+		cmocka_unit_test(core_biggest_loop_since__biggest_loop_accessed_at_or_after_vt),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -388,6 +388,42 @@ void llm_access__equal_loops__keep_their_pins(void **)
 	}
 }
 
+// When the working set fits (policy-core.md): in a cache of 64 with no HOT reserve, 40 blocks of loops
+// read twice, eight idle blocks (eight HOT blocks, or an 8-block loop read twice), a 16-block scan A,
+// the loops again, then a 16-block scan B. One 40-block loop fits and fills more than half the cache, and
+// was read within its reach: the idle blocks, used before A's, go before them, and B takes them and A's 8
+// highest blocks, so A read again hits 8 and the idle blocks none. Two 20-block loops fill less than half
+// each: the oldest scan goes first, as before, and B takes all of A, so A hits none and the idle blocks 8.
+void llm_access__working_set_fits__blocks_idle_before_oldest_scan_go_first(void **)
+{
+	for (bool one_loop : {true, false}) {
+		for (bool hot_blocks : {true, false}) {
+			for (bool probe_scan : {true, false}) {
+				Run run(64, 0.0);
+				auto loops = [&run, one_loop] {
+					return one_loop ? run.sweep(0, 0, 40) : run.sweep(0, 0, 20) + run.sweep(4, 0, 20);
+				};
+				auto idle_blocks = [&run, hot_blocks] {
+					uint64_t hits = 0;
+					for (uint64_t i = 0; i < 8; i++)
+						hits += run.touch(2, hot_blocks ? i * 100 : i);
+					return hits;
+				};
+				loops();
+				loops();
+				idle_blocks();
+				if (!hot_blocks)
+					idle_blocks();
+				run.sweep(1, 0, 16);
+				assert_int_equal(loops(), 40);
+				run.sweep(3, 0, 16);
+				const uint64_t hits = probe_scan ? run.sweep(1, 0, 16) : idle_blocks();
+				assert_int_equal(hits, probe_scan == one_loop ? 8 : 0);
+			}
+		}
+	}
+}
+
 // A model file's loop whose head (blocks 64-255, a token embedding) its iterations pass over: each reads
 // block 0 and blocks 256-639. While the head is pinned, the 300-block cache hits block 0 and 256-299; once
 // its chunks are cold (two periods untouched, core.h) they go first, and the weights take their room.
@@ -448,6 +484,7 @@ int main()
 		cmocka_unit_test(llm_access__loop_period_longer_than_scan_idleness__does_not_displace_scan),
 		cmocka_unit_test(llm_access__hot_reserve_idle_two_loop_periods__yields_to_loop),
 		cmocka_unit_test(llm_access__equal_loops__keep_their_pins),
+		cmocka_unit_test(llm_access__working_set_fits__blocks_idle_before_oldest_scan_go_first),
 		cmocka_unit_test(llm_access__loop_head_passed_over__cold_chunks_released),
 		cmocka_unit_test(llm_access__capacity_one__works),
 		cmocka_unit_test(llm_make__capacity_zero__rejected),
