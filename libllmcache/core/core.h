@@ -144,8 +144,8 @@ uint64_t llc_hot_idle_limit(const struct llc_core *c);
 /*
  * The blocks of the biggest loop accessed at or after virtual time vt (0: none). With vt a cache's size
  * of accesses ago, it tells whether that cache holds an engine's per-token working set: its weights
- * loop fits and was read within the cache's reach, whatever the loop's measured period (a prompt's
- * pass walks a matrix more than once and measures a period far shorter than the pass). O(loops).
+ * loop fits and was read within the cache's reach, whatever the loop's measured period (which can be
+ * far shorter than a token, and the aging then takes the loop for stopped). O(loops).
  * Documentation/design/policy-core.md, "When the working set fits".
  */
 uint64_t llc_biggest_loop_since(const struct llc_core *c, uint64_t vt);
