@@ -43,11 +43,8 @@ int present_blocks(int pagemap_fd, const FileMapping &m, std::vector<Range> &out
 	return 0;
 }
 
-uint64_t mapped_file_bytes(pid_t pid, const FileIds &exclude)
+uint64_t mapped_file_bytes(pid_t pid, const std::vector<FileMapping> &maps, const FileIds &exclude)
 {
-	std::vector<FileMapping> maps;
-	if (read_file_mappings(pid, maps) < 0)
-		return 0;
 	const int pagemap = open(("/proc/" + std::to_string(pid) + "/pagemap").c_str(), O_RDONLY | O_CLOEXEC);
 	if (pagemap < 0)
 		return 0;

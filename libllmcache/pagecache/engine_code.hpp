@@ -23,10 +23,10 @@ namespace llmcache::pagecache {
 // its page tables, as sorted runs appended to out. Returns 0 or -errno.
 int present_blocks(int pagemap_fd, const FileMapping &m, std::vector<Range> &out);
 
-// The bytes of pid's file mappings (its binary, libraries, data files) other than the files in exclude
-// that are present in its page tables: the code an engine keeps hot besides its weights. From its maps
-// and its pagemap, for those mappings only (smaps would have the kernel walk the weights' page tables
-// too); 0 when pid is gone.
-uint64_t mapped_file_bytes(pid_t pid, const FileIds &exclude);
+// The bytes of pid's file mappings maps (its binary, libraries, data files, as last read from its maps)
+// other than the files in exclude that are present in its page tables: the code an engine keeps hot
+// besides its weights. From its pagemap, for those mappings only (smaps would have the kernel walk the
+// weights' page tables too); 0 when pid is gone.
+uint64_t mapped_file_bytes(pid_t pid, const std::vector<FileMapping> &maps, const FileIds &exclude);
 
 } // namespace llmcache::pagecache

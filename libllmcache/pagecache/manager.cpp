@@ -265,7 +265,8 @@ void Manager::measure_engine(uint64_t now_ns)
 	// engine touched once at start-up (node maps 100 MiB of binary) is not what it keeps using.
 	uint64_t code = 0;
 	for (uint32_t pid : pids_)
-		code += mapped_file_bytes(pid_t(pid), managed);
+		if (const std::vector<FileMapping> *maps = mappings(pid))
+			code += mapped_file_bytes(pid_t(pid), *maps, managed);
 	code_readings_[code_at_++ % CODE_READINGS] = code;
 	// Locked code is not evicted, and stays mapped: once there is some, the last reading is what the
 	// engines keep.
@@ -284,9 +285,10 @@ void Manager::lock_engine_code(const FileIds &managed)
 		return;
 	for (uint32_t pid : pids_) {
 		const std::string proc = "/proc/" + std::to_string(pid);
-		std::vector<FileMapping> code;
-		if (read_file_mappings(pid_t(pid), code) < 0)
+		const std::vector<FileMapping> *maps = mappings(pid);
+		if (!maps)
 			continue;
+		std::vector<FileMapping> code = *maps;
 		std::erase_if(code, [&](const FileMapping &m) {
 			return m.offset % BS || std::any_of(managed.begin(), managed.end(), [&](const auto &x) {
 				       return x.first == m.dev && x.second == m.inode;
@@ -525,15 +527,14 @@ void Manager::drop_ranges(File &f, const std::vector<Range> &ranges, uint64_t &c
 	}
 }
 
-// pid's file mappings, read again when they are MAPS_TTL_NS old or lack the file (dev, inode) (the
-// engine may have mapped it since); nullptr when pid is gone.
-const std::vector<FileMapping> *Manager::mappings(uint32_t pid, dev_t dev, uint64_t inode)
+// pid's file mappings, read again when they are MAPS_TTL_NS old; nullptr when pid is gone.
+const std::vector<FileMapping> *Manager::mappings(uint32_t pid)
 {
 	timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	const uint64_t now = uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec);
 	auto m = std::find_if(mappings_.begin(), mappings_.end(), [&](const PidMappings &x) { return x.pid == pid; });
-	if (m != mappings_.end() && now - m->read_ns < MAPS_TTL_NS && maps_file(m->maps, dev, inode))
+	if (m != mappings_.end() && now - m->read_ns < MAPS_TTL_NS)
 		return &m->maps;
 	std::vector<FileMapping> maps;
 	if (read_file_mappings(pid_t(pid), maps) < 0) {
@@ -545,6 +546,17 @@ const std::vector<FileMapping> *Manager::mappings(uint32_t pid, dev_t dev, uint6
 	m->read_ns = now;
 	m->maps = std::move(maps);
 	return &m->maps;
+}
+
+// The same, read again also when they lack the file (dev, inode): the engine may have mapped it since.
+const std::vector<FileMapping> *Manager::mappings(uint32_t pid, dev_t dev, uint64_t inode)
+{
+	const std::vector<FileMapping> *maps = mappings(pid);
+	if (maps && !maps_file(*maps, dev, inode)) {
+		forget_mappings(pid);
+		maps = mappings(pid);
+	}
+	return maps;
 }
 
 void Manager::forget_mappings(uint32_t pid)

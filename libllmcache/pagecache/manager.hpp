@@ -140,6 +140,7 @@ private:
 	uint64_t shared_room() const; // what it leaves to the pins and the stream together
 	bool start_prefetcher();
 	void drop_ranges(File &f, const std::vector<Range> &ranges, uint64_t &counter);
+	const std::vector<FileMapping> *mappings(uint32_t pid);
 	const std::vector<FileMapping> *mappings(uint32_t pid, dev_t dev, uint64_t inode);
 	void forget_mappings(uint32_t pid);
 	void drop_scans(uint64_t now_ns);
@@ -154,8 +155,9 @@ private:
 	std::vector<std::vector<Range>> planned_; // the last tick's pin plan, per file
 	std::vector<uint32_t> pids_;             // engines seen, for the memcg cap
 	// Their file mappings as last read from /proc/PID/maps, which the drops of passed blocks look up
-	// every 10 ms: read again when MAPS_TTL_NS old or when one lacks the file asked for, or process_madvise
-	// finds a range gone (reading maps costs the kernel a walk of every mapping's path).
+	// every 10 ms and the engine code's lock and measure every 100 ms: read again when MAPS_TTL_NS old or
+	// when one lacks the file asked for, or process_madvise finds a range gone (reading maps costs the
+	// kernel a walk of every mapping's path).
 	struct PidMappings {
 		uint32_t pid;
 		uint64_t read_ns;

@@ -219,13 +219,13 @@ void mapped_file_bytes__own_mappings__present_pages_of_files_not_excluded(void *
 	for (const FileMapping &m : maps)
 		if (m.dev != st.st_dev || m.inode != st.st_ino)
 			others.push_back({m.dev, m.inode});
-	const uint64_t lib = mapped_file_bytes(getpid(), others);
+	const uint64_t lib = mapped_file_bytes(getpid(), maps, others);
 	assert_true(lib >= 2 * BS && lib <= 16 * BS);
 	others.push_back({st.st_dev, st.st_ino});
-	assert_int_equal(mapped_file_bytes(getpid(), others), 0);
+	assert_int_equal(mapped_file_bytes(getpid(), maps, others), 0);
 	munmap(const_cast<char *>(p), 16 * BS);
 	close(fd);
-	assert_int_equal(mapped_file_bytes(0x7ffffff0, {}), 0); // no such process
+	assert_int_equal(mapped_file_bytes(0x7ffffff0, maps, {}), 0); // no such process
 }
 
 void pinned_file_apply__plan_then_smaller_plan__locks_resident_planned_blocks_only(void **)
