@@ -11,10 +11,12 @@
 #   - llmreplay, every policy at 25%, 50% and 90% of the footprint: the replay's footprint equals stat's,
 #     and Belady's offline optimum hits at least as much as every policy (to 0.01 points).
 #   - where llm beats every baseline by a margin today (llm_wins below: at least 1.5 points, so that it
-#     means something), that it still does, with the figures.
+#     means something), that it still does, with the figures;
+#   - wherever some baseline reaches 0.95 of Belady's hit ratio, that llm does too (issue 20's target as
+#     Documentation/corpus.md reads it).
 # It prints every table, the weights loop's period beside the engine's time per token, llm's ratio to
-# Belady and whether it beats LIRS; issue 20's item 2 (llm beats every baseline everywhere and reaches
-# 0.95 of Belady) is not done, so the rest is printed, not asserted. About 40 s on 2 cores.
+# Belady and whether it beats LIRS; issue 20's item 2 (llm at least every baseline everywhere) is not
+# done, so the rest is printed, not asserted. About 40 s on 2 cores.
 set -euo pipefail
 BIN=${LLMCACHE_BIN:?LLMCACHE_BIN is not set}
 SRC=${LLMCACHE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -131,6 +133,14 @@ for s in llm_wins.get(meta["name"], []):
     best = max(rivals, key=lambda p: hit[(s, p)])
     check(hit[(s, "llm")] > hit[(s, best)],
           f"{s}: llm ({hit[(s, 'llm')]:.2f}%) beats every baseline (the best: {best}, {hit[(s, best)]:.2f}%)")
+# Issue 20's 0.95-of-Belady target as Documentation/corpus.md reads it ("Decision: how the 0.95 target
+# is read"): wherever some baseline reaches 0.95 of Belady's hit ratio, llm reaches it too.
+for s in sizes:
+    b = hit[(s, "belady")]
+    reach = [p for p in policies if p not in ("llm", "belady") and hit[(s, p)] >= 0.95 * b]
+    if reach:
+        check(hit[(s, "llm")] >= 0.95 * b,
+              f"{s}: llm ({hit[(s, 'llm')]:.2f}%) at 0.95 of Belady ({b:.2f}%) or more, as {reach[0]} is ({hit[(s, reach[0])]:.2f}%)")
 for s in sizes:
     worse = [p for p in policies if hit[(s, p)] > hit[(s, "belady")] + 0.01]
     check(not worse, f"{s}: Belady ({hit[(s, 'belady')]:.2f}%) >= every policy{' (not: ' + ', '.join(worse) + ')' if worse else ''}")
