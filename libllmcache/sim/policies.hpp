@@ -22,6 +22,7 @@ std::unique_ptr<Policy> make_lirs_policy(uint64_t capacity, const PolicyOptions 
 std::unique_ptr<Policy> make_lecar_policy(uint64_t capacity, const PolicyOptions &opt);
 std::unique_ptr<Policy> make_s3fifo_policy(uint64_t capacity, const PolicyOptions &opt);
 std::unique_ptr<Policy> make_sieve_policy(uint64_t capacity, const PolicyOptions &opt);
+std::unique_ptr<Policy> make_wtinylfu_policy(uint64_t capacity, const PolicyOptions &opt);
 std::unique_ptr<Policy> make_ubm_policy(uint64_t capacity, const PolicyOptions &opt);
 // bypass: a miss whose next use is later than every cached block's is not admitted (the optimum for a
 // cache that may bypass, and what "belady" in make_policy() uses); false gives classic MIN.

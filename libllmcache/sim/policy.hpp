@@ -54,7 +54,7 @@ protected:
 	uint64_t capacity_;
 };
 
-// Names: llm, lru, fifo, clock, mru, arc, 2q, lirs, lecar, s3fifo, sieve, ubm, belady.
+// Names: llm, lru, fifo, clock, mru, arc, 2q, lirs, lecar, s3fifo, sieve, wtinylfu, ubm, belady.
 std::vector<std::string> policy_names();
 // Throws std::invalid_argument for an unknown name (the message lists the known ones) or capacity 0.
 std::unique_ptr<Policy> make_policy(std::string_view name, uint64_t capacity, const PolicyOptions &opt = {});

@@ -24,7 +24,8 @@ constexpr Entry policies[] = {
 	{"llm", make_llm_policy},     {"lru", make_lru_policy},   {"fifo", make_fifo_policy},
 	{"clock", make_clock_policy}, {"mru", make_mru_policy},   {"arc", make_arc_policy},
 	{"2q", make_two_q_policy},    {"lirs", make_lirs_policy}, {"lecar", make_lecar_policy},
-	{"s3fifo", make_s3fifo_policy}, {"sieve", make_sieve_policy}, {"ubm", make_ubm_policy}, {"belady", make_belady},
+	{"s3fifo", make_s3fifo_policy}, {"sieve", make_sieve_policy}, {"wtinylfu", make_wtinylfu_policy},
+	{"ubm", make_ubm_policy},     {"belady", make_belady},
 };
 
 } // namespace

@@ -130,7 +130,8 @@ Axis nice_axis(double max, int ticks, std::string label, std::string suffix = {}
 }
 
 constexpr const char *palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
-				   "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#000000", "#637939"};
+				   "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#000000", "#637939",
+				   "#843c39", "#393b79"};
 constexpr int nr_shapes = 7;
 
 void marker(std::ostream &os, size_t i, double x, double y)

@@ -30,7 +30,7 @@ const Named online[] = {
 	{"lru", make_lru_policy},     {"fifo", make_fifo_policy},   {"clock", make_clock_policy},
 	{"mru", make_mru_policy},     {"arc", make_arc_policy},     {"2q", make_two_q_policy},
 	{"lirs", make_lirs_policy},   {"lecar", make_lecar_policy}, {"s3fifo", make_s3fifo_policy},
-	{"sieve", make_sieve_policy},
+	{"sieve", make_sieve_policy}, {"wtinylfu", make_wtinylfu_policy},
 	{"ubm", make_ubm_policy},
 };
 
@@ -214,6 +214,53 @@ static void sieve_access__hit_block_behind_the_hand__survives_a_scan(void **)
 	const std::vector<uint64_t> seq = {1, 2, 3, 1, 4, 2, 5, 1, 3, 2, 1, 6, 7, 8, 9, 1};
 	assert_string_equal(run(make_sieve_policy, 3, seq).c_str(), "mmmHmmmHmmHmmmmH");
 	assert_int_equal(run(make_lru_policy, 3, seq).back(), 'm');
+}
+
+static void wtinylfu_access__scan__frequent_blocks_keep_the_main_cache(void **)
+{
+	// c = 10: window 1, main 9 (protected up to 7). Hand trace: 1..9 three times: each first access
+	// passes the window into probation while the main cache has room, the second pass hits in probation
+	// (1..7 move to protected, 8 pushes 1 back to probation) or the window (9), the third hits again.
+	// The scan 100..119: 9 leaves the window into the last free main slot; from then each scan block,
+	// counted once by the sketch, loses the admission to probation's victim (counted three times) and
+	// leaves, so 1..9 all hit afterwards, where LRU has lost them all.
+	std::vector<uint64_t> seq;
+	for (int pass = 0; pass < 3; pass++)
+		for (uint64_t b = 1; b <= 9; b++)
+			seq.push_back(b);
+	for (uint64_t b = 100; b < 120; b++)
+		seq.push_back(b);
+	for (uint64_t b = 1; b <= 9; b++)
+		seq.push_back(b);
+	const std::string want = std::string(9, 'm') + std::string(18, 'H') + std::string(20, 'm') + std::string(9, 'H');
+	assert_string_equal(run(make_wtinylfu_policy, 10, seq).c_str(), want.c_str());
+	assert_int_equal(hits(run(make_lru_policy, 10, seq).substr(47)), 0);
+}
+
+static void wtinylfu_access__reset__old_counts_fade(void **)
+{
+	// c = 10: the sketch halves its counters after 100 increments. 1..9 read five times own the main
+	// cache; then 20..29, each read three times in a row (a window hit, counted 3), try to enter it, and
+	// are read once more. Without a reset in between they lose to probation's victims (counted 5) and all
+	// miss on that last read. With 60 one-time reads before them, the reset has halved the old counts to
+	// 2, so the first of them replace probation's two blocks and hit on their last read.
+	const auto with_filler = [](uint64_t filler) {
+		std::vector<uint64_t> seq;
+		for (int pass = 0; pass < 5; pass++)
+			for (uint64_t b = 1; b <= 9; b++)
+				seq.push_back(b);
+		for (uint64_t b = 0; b < filler; b++)
+			seq.push_back(1000 + b);
+		for (uint64_t b = 20; b < 30; b++)
+			seq.insert(seq.end(), {b, b, b});
+		for (uint64_t b = 20; b < 30; b++)
+			seq.push_back(b);
+		return seq;
+	};
+	const std::string aged = run(make_wtinylfu_policy, 10, with_filler(60));
+	const std::string fresh = run(make_wtinylfu_policy, 10, with_filler(0));
+	assert_int_equal(hits(fresh.substr(fresh.size() - 10)), 0);
+	assert_int_equal(hits(aged.substr(aged.size() - 10)), 2);
 }
 
 static void lecar_access__experts_agree__same_result_for_every_seed(void **)
@@ -513,6 +560,8 @@ int main()
 		cmocka_unit_test(lirs_access__scan__keeps_lir_set),
 		cmocka_unit_test(s3fifo_access__one_hit_wonders__filtered_by_small_queue),
 		cmocka_unit_test(sieve_access__hit_block_behind_the_hand__survives_a_scan),
+		cmocka_unit_test(wtinylfu_access__scan__frequent_blocks_keep_the_main_cache),
+		cmocka_unit_test(wtinylfu_access__reset__old_counts_fade),
 		cmocka_unit_test(lecar_access__experts_agree__same_result_for_every_seed),
 		cmocka_unit_test(lecar_access__same_seed__reproducible),
 		cmocka_unit_test(lecar_access__history_hit__other_expert_weight_grows),

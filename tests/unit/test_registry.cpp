@@ -16,7 +16,7 @@ using namespace llmcache::sim;
 namespace {
 
 const std::vector<std::string> expected_names = {"llm", "lru",  "fifo",  "clock",  "mru", "arc",
-						 "2q",  "lirs", "lecar", "s3fifo", "sieve", "ubm", "belady"};
+						 "2q",  "lirs", "lecar", "s3fifo", "sieve", "wtinylfu", "ubm", "belady"};
 
 Request req(uint64_t block, uint32_t file) { return Request{request_key(file, block), block * 1000}; }
 
