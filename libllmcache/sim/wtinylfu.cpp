@@ -8,7 +8,8 @@
 // a hit there; the protected segment's least recently used block moves back to probation's head when
 // the protected segment is over its share.
 // The sketch: a count-min sketch of four rows of 4-bit counters (saturating at 15), each row four times
-// the next power of two at or above the cache's capacity (Caffeine's count: sixteen counters a block);
+// the next power of two at or above the cache's capacity (Caffeine's count: sixteen counters a block;
+// fewer for a trace with fewer requests than that);
 // every access increments the block's counter in each row, its frequency is the least of the four, and
 // after 10 x capacity increments every counter is halved (the paper's reset, which ages the counts).
 // Parameters: window 1% of the cache (at least one block), protected 80% of the main cache. Left out of
@@ -26,16 +27,23 @@ namespace llmcache::sim {
 
 namespace {
 
-// The frequency sketch: four rows of counters indexed by differently seeded hashes of the key.
+// The frequency sketch: four rows of counters indexed by differently seeded hashes of the key. Sized
+// for `blocks` distinct blocks: the cache's capacity, or fewer when the whole trace has fewer requests
+// (a cache larger than the trace never fills, and its sketch never decides).
 class FrequencySketch {
 public:
-	explicit FrequencySketch(uint64_t capacity) : reset_after_(10 * capacity)
+	explicit FrequencySketch(uint64_t capacity) : reset_after_(10 * capacity) {}
+
+	bool sized() const { return !counters_.empty(); }
+
+	void size_for(uint64_t blocks)
 	{
 		uint64_t width = 64;
-		while (width < 4 * capacity)
+		while (width < 4 * blocks)
 			width <<= 1;
 		mask_ = width - 1;
 		counters_.assign(rows * width, 0);
+		increments_ = 0;
 	}
 
 	void increment(uint64_t key)
@@ -95,8 +103,12 @@ public:
 	{
 	}
 
+	void prepare(std::span<const Request> all) override { sketch_.size_for(std::min<uint64_t>(capacity_, all.size())); }
+
 	bool access(const Request &r) override
 	{
+		if (!sketch_.sized())
+			sketch_.size_for(capacity_);
 		sketch_.increment(r.key);
 		if (const uint32_t *np = map_.find(r.key)) {
 			hit(*np);

@@ -74,6 +74,20 @@ for r in d["results"]:
 assert d["results"][1]["hits"] == 3460 - 710
 EOF
 
+# --- a cache far larger than the footprint: replayed at the footprint, where it hits the same, without
+# tables for the size asked (4 TiB is 2^30 blocks: every policy at once would need tens of GiB) ---
+(ulimit -v 4000000 && "$R" "$tmp/app.csv" -s 100%,4TiB --progress never --json >"$tmp/big.json") 2>"$tmp/err" ||
+	fail "a 4 TiB cache on a 710-block trace, under a 4 GB address-space limit: $(cat "$tmp/err")"
+python3 - "$tmp/big.json" <<'EOF' || fail "the 4 TiB cache does not hit as the footprint's"
+import json, sys
+hits = {}
+for r in json.load(open(sys.argv[1]))["results"]:
+    hits.setdefault(r["policy"], {})[r["size"]] = r["hits"]
+assert len(hits) == 14, sorted(hits)
+for p, h in hits.items():
+    assert h["100%"] == h["4TiB"] == 3460 - 710, (p, h)
+EOF
+
 # --- JSON types, and a trace name with a quote, a backslash and a newline escaped ---
 odd=$tmp/$'a"b\\c\nd.csv'
 cp "$tmp/app.csv" "$odd"
