@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# make bench: speed and memory of the simulator and the policy core, the hit-ratio table of the
-# paper's four app workloads (llm against every baseline and Belady), the recorder and the userspace
+# make bench: speed and memory of the simulator and the policy core, the hit-ratio tables of the
+# paper's four app workloads and of the recorded corpus (llm against every baseline and Belady, with an
+# SVG plot per corpus trace), the recorder and the userspace
 # mode as root, the real engine (bench-engine.sh), the KV half (bench-kv.sh) and a KV soak under faults
 # (bench-kv-soak.sh).
 # Figures are printed with the machine they ran on; Documentation/evaluation.md records them.
@@ -27,6 +28,19 @@ for app in ai-notes ai-translate text-embedder text-classification; do
 	echo "=== Hit ratio (%): $app, every policy ==="
 	"$bin/llmworkload" app "$app" --trace "$out/$app.trace" >/dev/null
 	"$bin/llmreplay" "$out/$app.trace" --progress never --csv "$out/$app.csv" | sed -n '/^hit ratio/,/^$/p'
+done
+
+echo
+echo "=== Hit ratio (%): the recorded corpus (tests/data/traces/), every policy, 10%-100% of the footprint ==="
+mkdir -p "$out/corpus"
+for xzfile in "$(dirname "$0")"/../tests/data/traces/*.trace.xz; do
+	name=$(basename "$xzfile" .trace.xz)
+	trace=$out/corpus/$name.trace
+	python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$xzfile" "$trace"
+	echo "--- $name (table: $out/corpus/$name.csv, plot: $out/corpus/$name.svg)"
+	"$bin/llmreplay" "$trace" --progress never --csv "$out/corpus/$name.csv" --svg "$out/corpus/$name.svg" |
+		sed -n '/^hit ratio/,/^$/p'
+	rm -f "$trace"
 done
 
 echo
