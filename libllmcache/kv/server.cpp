@@ -101,11 +101,16 @@ int Server::open(const ServerConfig &cfg, std::unique_ptr<Server> &out, std::str
 		setrlimit(RLIMIT_NOFILE, &nofile);
 	}
 
+	// The socket appears at its path only once it listens: bind() creates the file and listen() comes
+	// after, so a client that came in between was refused. It is bound and listening under a temporary
+	// name beside the path first, then linked into place; link() fails where a file is already there,
+	// which is another daemon if it answers, else a leftover to replace.
+	const std::string fresh = cfg.socket_path + "." + std::to_string(getpid());
 	sockaddr_un addr{};
 	addr.sun_family = AF_UNIX;
-	if (cfg.socket_path.size() >= sizeof(addr.sun_path))
+	if (fresh.size() >= sizeof(addr.sun_path))
 		return err = "socket path " + cfg.socket_path + " is too long", -ENAMETOOLONG;
-	std::strcpy(addr.sun_path, cfg.socket_path.c_str());
+	std::strcpy(addr.sun_path, fresh.c_str());
 	// Only a socket is ever replaced: a file of another kind at the path is somebody's data.
 	struct stat st;
 	auto not_a_socket = [&] {
@@ -118,29 +123,39 @@ int Server::open(const ServerConfig &cfg, std::unique_ptr<Server> &out, std::str
 	s->listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (s->listen_fd_ < 0)
 		return err = "cannot create a Unix socket: " + errstr(errno), -errno;
-	int b = bind(s->listen_fd_, (sockaddr *)&addr, sizeof(addr));
-	if (b < 0 && errno == EADDRINUSE) {
-		// A socket file is there: another daemon if it answers, else a leftover to replace.
-		const int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-		const bool alive = connect(probe, (sockaddr *)&addr, sizeof(addr)) == 0;
-		close(probe);
-		if (alive)
-			return err = "another llmcached is listening on " + cfg.socket_path + ": stop it first", -EADDRINUSE;
-		if (lstat(cfg.socket_path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode))
-			return not_a_socket();
-		unlink(cfg.socket_path.c_str());
-		b = bind(s->listen_fd_, (sockaddr *)&addr, sizeof(addr));
-	}
-	if (b < 0) {
+	if (lstat(fresh.c_str(), &st) == 0 && S_ISSOCK(st.st_mode))
+		unlink(fresh.c_str()); // a daemon of the same pid died between its bind() and link()
+	if (bind(s->listen_fd_, (sockaddr *)&addr, sizeof(addr)) < 0) {
 		const int e = errno;
 		s->listen_fd_ = (close(s->listen_fd_), -1);
 		err = "cannot bind " + cfg.socket_path + ": " + errstr(e) + " (does its directory exist and is it writable?)";
 		return -e;
 	}
-	s->bound_ = true;
-	chmod(cfg.socket_path.c_str(), 0666); // any local user may connect; peer credentials isolate them
+	chmod(fresh.c_str(), 0666); // any local user may connect; peer credentials isolate them
+	const auto unpublished = [&](int e, std::string why) {
+		unlink(fresh.c_str());
+		err = std::move(why);
+		return -e;
+	};
 	if (listen(s->listen_fd_, 64) < 0)
-		return err = "cannot listen on " + cfg.socket_path + ": " + errstr(errno), -errno;
+		return unpublished(errno, "cannot listen on " + cfg.socket_path + ": " + errstr(errno));
+	int linked = link(fresh.c_str(), cfg.socket_path.c_str());
+	if (linked < 0 && errno == EEXIST) {
+		std::strcpy(addr.sun_path, cfg.socket_path.c_str());
+		const int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		const bool alive = connect(probe, (sockaddr *)&addr, sizeof(addr)) == 0;
+		close(probe);
+		if (alive)
+			return unpublished(EADDRINUSE, "another llmcached is listening on " + cfg.socket_path + ": stop it first");
+		if (lstat(cfg.socket_path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode))
+			return unpublished(EEXIST, (not_a_socket(), err));
+		unlink(cfg.socket_path.c_str());
+		linked = link(fresh.c_str(), cfg.socket_path.c_str());
+	}
+	if (linked < 0)
+		return unpublished(errno, "cannot create " + cfg.socket_path + ": " + errstr(errno));
+	unlink(fresh.c_str());
+	s->bound_ = true;
 	s->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
 	s->stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	s->done_ = std::make_shared<Completions>();
