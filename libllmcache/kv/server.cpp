@@ -137,8 +137,10 @@ int Server::open(const ServerConfig &cfg, std::unique_ptr<Server> &out, std::str
 		err = std::move(why);
 		return -e;
 	};
-	if (listen(s->listen_fd_, 64) < 0)
-		return unpublished(errno, "cannot listen on " + cfg.socket_path + ": " + errstr(errno));
+	if (listen(s->listen_fd_, 64) < 0) {
+		const int e = errno;
+		return unpublished(e, "cannot listen on " + cfg.socket_path + ": " + errstr(e));
+	}
 	int linked = link(fresh.c_str(), cfg.socket_path.c_str());
 	if (linked < 0 && errno == EEXIST) {
 		std::strcpy(addr.sun_path, cfg.socket_path.c_str());
@@ -147,13 +149,17 @@ int Server::open(const ServerConfig &cfg, std::unique_ptr<Server> &out, std::str
 		close(probe);
 		if (alive)
 			return unpublished(EADDRINUSE, "another llmcached is listening on " + cfg.socket_path + ": stop it first");
-		if (lstat(cfg.socket_path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode))
-			return unpublished(EEXIST, (not_a_socket(), err));
+		if (lstat(cfg.socket_path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
+			not_a_socket();
+			return unpublished(EEXIST, err);
+		}
 		unlink(cfg.socket_path.c_str());
 		linked = link(fresh.c_str(), cfg.socket_path.c_str());
 	}
-	if (linked < 0)
-		return unpublished(errno, "cannot create " + cfg.socket_path + ": " + errstr(errno));
+	if (linked < 0) {
+		const int e = errno;
+		return unpublished(e, "cannot create " + cfg.socket_path + ": " + errstr(e));
+	}
 	unlink(fresh.c_str());
 	s->bound_ = true;
 	s->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
