@@ -1077,7 +1077,7 @@ TEST_F_TIMEOUT(llmcache, loop_tail_dropped, 300)
 	const int loop = 131072, pins = 16384;
 	const off_t size = (off_t)loop * 4096;
 	long long avail = meminfo_kib("MemAvailable") * 1024, dropped, iterations;
-	int unpinned;
+	int unpinned, i;
 	size_t hog = avail > (512LL << 20) ? avail - (256LL << 20) : 0;
 	char path[256];
 	void *locked;
@@ -1094,6 +1094,12 @@ TEST_F_TIMEOUT(llmcache, loop_tail_dropped, 300)
 	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
 
 	ASSERT_EQ(0, sweep(fd, size, 3));
+	/*
+	 * The worker pins what is resident when it runs: a head page that reclaim took first (a slow
+	 * emulated guest's worker can lag a sweep by that much) is pinned when the next iteration reads it.
+	 */
+	for (i = 0; i < 3 && wait_pinned(pins) != pins; i++)
+		ASSERT_EQ(0, sweep(fd, size, 1));
 	EXPECT_EQ(pins, wait_pinned(pins));
 	unpinned = wait_tail_dropped(fd, pins, loop - pins);
 	dropped = sysfs_num("stats/loop_dropped");
