@@ -108,15 +108,28 @@ Trace load_trace(trace::Reader &reader, const std::function<void(uint64_t record
 	return t;
 }
 
-RunResult run_policy(Policy &policy, std::span<const Request> requests, std::atomic<uint64_t> *progress)
+RunResult run_policy(Policy &policy, std::span<const Request> requests, std::atomic<uint64_t> *progress, bool by_file)
 {
 	policy.prepare(requests);
 	RunResult r;
 	const Request *req = requests.data();
 	const size_t n = requests.size();
+	if (by_file) {
+		uint32_t files = 0;
+		for (const Request &q : requests)
+			files = std::max(files, key_file(q.key) + 1);
+		r.file_hits.assign(files, 0);
+	}
 	for (size_t i = 0; i < n;) {
 		const size_t start = i, end = std::min(n, i + progress_stride);
 		uint64_t hits = 0;
+		if (by_file) {
+			for (; i < end; i++)
+				if (policy.access(req[i])) {
+					hits++;
+					r.file_hits[key_file(req[i].key)]++;
+				}
+		}
 		for (; i < end; i++)
 			hits += policy.access(req[i]);
 		r.hits += hits;
@@ -241,7 +254,7 @@ std::vector<RunResult> sweep(std::span<const Request> requests, const std::vecto
 		for (size_t t; !failed.load(std::memory_order_relaxed) && (t = next.fetch_add(1)) < ntasks;) {
 			try {
 				std::unique_ptr<Policy> p = factory(policies[t / ncap], capacities[t % ncap], opt.policy);
-				results[t] = run_policy(*p, requests, &done);
+				results[t] = run_policy(*p, requests, &done, opt.by_file);
 			} catch (...) {
 				std::lock_guard lock(mutex);
 				if (!error)

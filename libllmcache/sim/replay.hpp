@@ -40,14 +40,17 @@ struct RunResult {
 	uint64_t misses = 0;
 	bool has_classes = false; // the policy reported class_stats()
 	Policy::ClassStats classes;
+	std::vector<uint64_t> file_hits; // hits per file number, when the replay was asked to count them
 	uint64_t accesses() const { return hits + misses; }
 	double hit_ratio() const { return accesses() ? double(hits) / double(accesses()) : 0.0; }
 };
 
 // Replay `requests` through `policy` (calling prepare() first). `progress`, when set, is advanced by the
-// number of requests replayed every progress_stride requests and once at the end.
+// number of requests replayed every progress_stride requests and once at the end. With by_file, the hits
+// are also counted per file number (RunResult::file_hits).
 constexpr size_t progress_stride = size_t(1) << 16;
-RunResult run_policy(Policy &policy, std::span<const Request> requests, std::atomic<uint64_t> *progress = nullptr);
+RunResult run_policy(Policy &policy, std::span<const Request> requests, std::atomic<uint64_t> *progress = nullptr,
+		     bool by_file = false);
 
 // A cache size as written by the user: "10%" (of the footprint), "64MiB" (bytes, any units::parse_bytes
 // unit) or "1000" (blocks).
@@ -78,6 +81,7 @@ struct SweepOptions {
 	// end, with the request-replays done so far and the total (requests x policies x capacities).
 	std::function<void(uint64_t done, uint64_t total)> on_progress;
 	unsigned progress_interval_ms = 200;
+	bool by_file = false; // count each run's hits per file (RunResult::file_hits)
 };
 
 // Every policy at every capacity; result [p * capacities.size() + c]. Each run has its own policy instance,

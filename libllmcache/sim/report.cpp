@@ -283,6 +283,25 @@ void Report::set_trace(const Trace &t, const std::string &path, const std::strin
 	notes = t.notes;
 }
 
+void Report::set_top_files(const Trace &t, size_t n)
+{
+	std::vector<uint64_t> count(t.files.size());
+	for (const Request &q : t.requests)
+		count[key_file(q.key)]++;
+	std::vector<uint32_t> order(count.size());
+	for (uint32_t f = 0; f < order.size(); f++)
+		order[f] = f;
+	n = std::min(n, order.size());
+	std::partial_sort(order.begin(), order.begin() + ptrdiff_t(n), order.end(),
+			  [&](uint32_t a, uint32_t b) { return count[a] != count[b] ? count[a] > count[b] : a < b; });
+	top_files.clear();
+	for (size_t i = 0; i < n; i++) {
+		const uint32_t f = order[i];
+		const std::string &path = f < t.paths.size() ? t.paths[f] : std::string();
+		top_files.push_back({f, path.empty() ? "file " + std::to_string(f) : path, count[f]});
+	}
+}
+
 std::string format_bandwidth(uint64_t bps)
 {
 	if (bps >= 1000000000 && bps % 10000000 == 0)
@@ -316,6 +335,22 @@ void write_tables(std::ostream &os, const Report &r)
 	}
 	os << "\nhit ratio (%):\n";
 	write_table(os, rows);
+
+	for (size_t s = 0; s < r.sizes.size() && !r.top_files.empty(); s++) {
+		rows = {{"file", "accesses"}};
+		for (const auto &p : r.policies)
+			rows[0].push_back(p);
+		for (const Report::FileRow &f : r.top_files) {
+			rows.push_back({f.name, std::to_string(f.accesses)});
+			for (size_t p = 0; p < r.policies.size(); p++) {
+				const std::vector<uint64_t> &fh = r.at(p, s).file_hits;
+				rows.back().push_back(fmt("%.2f", percent(f.number < fh.size() ? fh[f.number] : 0, f.accesses)));
+			}
+		}
+		os << fmt("\nhit ratio (%%) of the %zu most accessed files at %s (%llu blocks):\n", r.top_files.size(),
+			  r.sizes[s].text.c_str(), (unsigned long long)r.capacities[s]);
+		write_table(os, rows);
+	}
 
 	for (size_t p = 0; p < r.policies.size(); p++) {
 		if (r.sizes.empty() || !r.at(p, 0).has_classes)
@@ -433,6 +468,13 @@ void write_json(std::ostream &os, const Report &r)
 					std::transform(name.begin(), name.end(), name.begin(), ::tolower);
 					one["classes"][name] = {{"accesses", res.classes.accesses[c]}, {"hits", res.classes.hits[c]}};
 				}
+			if (!r.top_files.empty()) {
+				one["files"] = Json::array();
+				for (const Report::FileRow &f : r.top_files)
+					one["files"].push_back({{"file", f.name},
+								{"accesses", f.accesses},
+								{"hits", f.number < res.file_hits.size() ? res.file_hits[f.number] : 0}});
+			}
 			if (!r.bandwidths.empty())
 				for (uint64_t bw : r.bandwidths)
 					one["fetch_latency_s"][format_bandwidth(bw)] =

@@ -74,6 +74,33 @@ for r in d["results"]:
 assert d["results"][1]["hits"] == 3460 - 710
 EOF
 
+# --- hits by file: at 100% each file misses once a block, model.bin (3000 accesses of 300 blocks) hits
+# 90%, config.bin (400 of 400) none; tokenizer.bin (60) is not among the two most accessed ---
+out=$("$R" "$tmp/app.csv" -p llm,lru -s 10%,100% --by-file 2 --progress never) || fail "--by-file failed"
+grep -q "^hit ratio (%) of the 2 most accessed files at 100% (710 blocks):" <<<"$out" || fail "--by-file title: $out"
+sed -n '/most accessed files at 100%/,/^$/p' <<<"$out" >"$tmp/files100"
+grep -qE "^ +file +accesses +llm +lru$" "$tmp/files100" || fail "--by-file header: $(cat "$tmp/files100")"
+grep -qE "^ +/app/model.bin +3000 +90.00 +90.00$" "$tmp/files100" || fail "model.bin at 100%: $(cat "$tmp/files100")"
+grep -qE "^ +/app/config.bin +400 +0.00 +0.00$" "$tmp/files100" || fail "config.bin at 100%: $(cat "$tmp/files100")"
+grep -q tokenizer "$tmp/files100" && fail "--by-file 2 listed a third file: $(cat "$tmp/files100")"
+sed -n '/most accessed files at 10%/,/^$/p' <<<"$out" | grep -qE "^ +/app/model.bin +3000 +[0-9.]+ +0.00$" ||
+	fail "lru at 10% hits model.bin's 300-block loop"
+"$R" "$tmp/app.csv" -p llm,lru -s 10%,100% --by-file 5 --progress never --json >"$tmp/files.json" ||
+	fail "--by-file --json failed"
+python3 - "$tmp/files.json" <<'EOF' || fail "--by-file in --json: $(cat "$tmp/files.json")"
+import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    files = r["files"]
+    assert [f["file"] for f in files] == ["/app/model.bin", "/app/config.bin", "/app/tokenizer.bin"], files
+    assert [f["accesses"] for f in files] == [3000, 400, 60], files
+    assert sum(f["hits"] for f in files) == r["hits"], r
+    if r["size"] == "100%":
+        assert [f["hits"] for f in files] == [2700, 0, 50], files
+EOF
+"$R" "$tmp/app.csv" -p llm -s 10% --progress never --json | python3 -c '
+import json, sys
+assert all("files" not in r for r in json.load(sys.stdin)["results"])' || fail "--json without --by-file has results by file"
+
 # --- a cache far larger than the footprint: replayed at the footprint, where it hits the same, without
 # tables for the size asked (4 TiB is 2^30 blocks: every policy at once would need tens of GiB) ---
 (ulimit -v 4000000 && "$R" "$tmp/app.csv" -s 100%,4TiB --progress never --json >"$tmp/big.json") 2>"$tmp/err" ||
@@ -147,6 +174,9 @@ expect 2 "cache size '0%'" "$R" "$tmp/app.csv" -s 0%
 expect 2 "cache size '1e3'.*plain decimal" "$R" "$tmp/app.csv" -s 1e3
 expect 2 "cache size '0x100'.*plain decimal" "$R" "$tmp/app.csv" -s 0x100
 expect 2 "cache size '1000': a plain number is ambiguous; write 1000blocks" "$R" "$tmp/app.csv" -s 1000
+expect 2 "--by-file must be at least 1" "$R" "$tmp/app.csv" --by-file 0
+expect 2 "by-file" "$R" "$tmp/app.csv" --by-file many
+expect 2 "--by-file reports the policies' hits, and --enforce replays no policy" "$R" "$tmp/app.csv" --by-file 3 --enforce
 expect 2 "cache size '100B' is less than one 4 KiB block" "$R" "$tmp/app.csv" -s 100B
 expect 2 "unknown trace format 'xml'" "$R" "$tmp/app.csv" --from xml
 "$R" "$tmp/app.csv" -p lru -s 1000blocks,10% --json >"$tmp/blocks.json" || fail "-s 1000blocks,10% failed"

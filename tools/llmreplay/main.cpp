@@ -278,6 +278,8 @@ int run(int argc, char **argv)
 		("hot-reserve", po::value<double>()->default_value(0.03, "0.03")->value_name("F"),
 		 "llm: fraction of the cache reserved for HOT blocks")
 		("seed", po::value<uint64_t>()->default_value(42)->value_name("N"), "seed of randomised policies (lecar)")
+		("by-file", po::value<unsigned>()->value_name("N"),
+		 "also report each policy's hit ratio on the N files with the most accesses, at each size (and in --json)")
 		("latency", po::bool_switch(), "also report the data-fetch latency model (Figure 5)")
 		("bandwidths", po::value<std::string>()->default_value("100MB/s,200MB/s,500MB/s,1GB/s")->value_name("LIST"),
 		 "storage bandwidths of the latency model (implies --latency)")
@@ -384,6 +386,9 @@ int run(int argc, char **argv)
 	const unsigned jobs = vm["jobs"].as<unsigned>();
 	if (jobs == 0)
 		throw Usage("--jobs must be at least 1");
+	const unsigned by_file = vm.count("by-file") ? vm["by-file"].as<unsigned>() : 0;
+	if (vm.count("by-file") && by_file == 0)
+		throw Usage("--by-file must be at least 1: the number of files to report");
 	PolicyOptions popt;
 	popt.seed = vm["seed"].as<uint64_t>();
 	popt.hot_reserve = vm["hot-reserve"].as<double>();
@@ -432,6 +437,8 @@ int run(int argc, char **argv)
 			throw Usage(std::string("--") + o + " " + vm[o].as<std::string>() + " is the trace " + path +
 				    ": writing it would destroy it; write to another file");
 	std::optional<Enforce> enforce;
+	if (vm.count("enforce") && by_file)
+		throw Usage("--by-file reports the policies' hits, and --enforce replays no policy: give one of them");
 	if (vm.count("enforce"))
 		enforce = parse_enforce(vm);
 	else
@@ -496,10 +503,13 @@ int run(int argc, char **argv)
 		r.capacities.push_back(resolve_cache_size(s, t.footprint));
 	r.bandwidths = bandwidths;
 	r.latency_policy = latency_policy;
+	if (by_file)
+		r.set_top_files(t, by_file);
 
 	SweepOptions sopt;
 	sopt.jobs = jobs;
 	sopt.policy = popt;
+	sopt.by_file = by_file > 0;
 	sopt.on_progress = [&](uint64_t done, uint64_t total) { progress.replay(done, total); };
 	progress.restart();
 	const auto start = std::chrono::steady_clock::now();
