@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -192,6 +193,18 @@ uint64_t size_option(const po::variables_map &vm, const char *name)
 	}
 }
 
+// A count option (--jobs, --by-file): a whole decimal number from 1 to 2^32 - 1; boost would read "-1" as
+// 4294967295.
+unsigned count_option(const po::variables_map &vm, const char *name, const char *what)
+{
+	const std::string &text = vm[name].as<std::string>();
+	unsigned v = 0;
+	const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+	if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v == 0)
+		throw Usage("--" + std::string(name) + " '" + text + "': give " + what + ", a whole number of at least 1");
+	return v;
+}
+
 Enforce parse_enforce(const po::variables_map &vm)
 {
 	Enforce e;
@@ -273,12 +286,12 @@ int run(int argc, char **argv)
 		("max-memory", po::value<std::string>()->default_value("auto")->value_name("SIZE"),
 		 "refuse a trace whose requests (16 bytes per block access) would need more than SIZE; auto: half "
 		 "the available memory")
-		("jobs,j", po::value<unsigned>()->default_value(cores)->value_name("N"),
+		("jobs,j", po::value<std::string>()->default_value(std::to_string(cores))->value_name("N"),
 		 "replays run in parallel (default: the number of cores)")
 		("hot-reserve", po::value<double>()->default_value(0.03, "0.03")->value_name("F"),
 		 "llm: fraction of the cache reserved for HOT blocks")
 		("seed", po::value<uint64_t>()->default_value(42)->value_name("N"), "seed of randomised policies (lecar)")
-		("by-file", po::value<unsigned>()->value_name("N"),
+		("by-file", po::value<std::string>()->value_name("N"),
 		 "also report each policy's hit ratio on the N files with the most accesses, at each size (and in --json)")
 		("latency", po::bool_switch(), "also report the data-fetch latency model (Figure 5)")
 		("bandwidths", po::value<std::string>()->default_value("100MB/s,200MB/s,500MB/s,1GB/s")->value_name("LIST"),
@@ -383,12 +396,8 @@ int run(int argc, char **argv)
 	}
 	if (max_memory == 0)
 		max_memory = UINT64_MAX; // unknown: no bound
-	const unsigned jobs = vm["jobs"].as<unsigned>();
-	if (jobs == 0)
-		throw Usage("--jobs must be at least 1");
-	const unsigned by_file = vm.count("by-file") ? vm["by-file"].as<unsigned>() : 0;
-	if (vm.count("by-file") && by_file == 0)
-		throw Usage("--by-file must be at least 1: the number of files to report");
+	const unsigned jobs = count_option(vm, "jobs", "the number of replays to run at once");
+	const unsigned by_file = vm.count("by-file") ? count_option(vm, "by-file", "the number of files to report") : 0;
 	PolicyOptions popt;
 	popt.seed = vm["seed"].as<uint64_t>();
 	popt.hot_reserve = vm["hot-reserve"].as<double>();
