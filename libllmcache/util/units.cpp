@@ -2,6 +2,7 @@
 #include "units.hpp"
 
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -82,6 +83,17 @@ uint64_t scaled(std::string_view text, const Suffix (&table)[N], const char *wha
 uint64_t parse_bytes(std::string_view text)
 {
 	return scaled(text, byte_suffixes, "size", "B, KiB, MiB, GiB, TiB (binary) or KB, MB, GB, TB (decimal)");
+}
+
+uint64_t parse_count(std::string_view text)
+{
+	uint64_t v = 0;
+	const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+	if (text.empty() || ec == std::errc::invalid_argument || end != text.data() + text.size())
+		throw std::invalid_argument("'" + std::string(text) + "' is not a whole number (digits only)");
+	if (ec == std::errc::result_out_of_range)
+		throw std::invalid_argument("'" + std::string(text) + "' is too large");
+	return v;
 }
 
 uint64_t parse_bandwidth(std::string_view text)

@@ -11,6 +11,9 @@ namespace llmcache::units {
 // "4096", "64MiB", "1.5GiB", "100MB" (decimal), "4KiB", "512k" (= KiB). Throws std::invalid_argument
 // with a message naming the text and the accepted suffixes.
 uint64_t parse_bytes(std::string_view text);
+// A count: a whole decimal number and nothing else (no sign, no unit), up to 2^64 - 1. Throws
+// std::invalid_argument naming the text (a command-line parser would read "-1" as 2^32 - 1 or 2^64 - 1).
+uint64_t parse_count(std::string_view text);
 // Bytes per second: "100MB/s", "1GB/s", "1.5GiB/s", or a plain number of bytes per second.
 uint64_t parse_bandwidth(std::string_view text);
 // Nanoseconds: "0.1" or "0.1s" (seconds), "100ms", "50us", "2000ns".

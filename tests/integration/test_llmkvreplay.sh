@@ -90,6 +90,12 @@ bad "an unknown event" "$work/event" "line 5: unknown event 'x'"
 rc=0
 "$bin/llmkvreplay" "$trace" --check --cpu-budget 4MiB >/dev/null 2>&1 || rc=$?
 check "--check with a parameter varied: exit 2 (rc $rc)" test $rc -eq 2
+for bad in "--sink-tokens=-1" "--recent-tokens=1e3" "--select-budget=4294967296" "--page-tokens=x"; do
+	rc=0
+	out=$("$bin/llmkvreplay" "$trace" "$bad" 2>&1) || rc=$?
+	check "$bad: exit 2 (rc $rc)" test $rc -eq 2
+	check "$bad: says what it wants ($out)" grep -q "'${bad#*=}': give a number of tokens, a whole number from 0 to 4294967295" <<<"$out"
+done
 # One layer, one head of one dimension, budget 2 (sink 1, recent 1), d_model 1 (a token kept by its
 # head stores x), the memory read past 1 token: tokens 1 and 2 are evicted as they leave the window.
 cat >"$work/aerp.trace" <<'EOF'

@@ -174,11 +174,12 @@ expect 2 "cache size '0%'" "$R" "$tmp/app.csv" -s 0%
 expect 2 "cache size '1e3'.*plain decimal" "$R" "$tmp/app.csv" -s 1e3
 expect 2 "cache size '0x100'.*plain decimal" "$R" "$tmp/app.csv" -s 0x100
 expect 2 "cache size '1000': a plain number is ambiguous; write 1000blocks" "$R" "$tmp/app.csv" -s 1000
-expect 2 "--by-file '0': give the number of files to report, a whole number of at least 1" "$R" "$tmp/app.csv" --by-file 0
+expect 2 "--by-file '0': give the number of files to report, a whole number from 1 to 4294967295" "$R" "$tmp/app.csv" --by-file 0
 expect 2 "--by-file 'many': give the number of files" "$R" "$tmp/app.csv" --by-file many
 expect 2 "--by-file '-1': give the number of files" "$R" "$tmp/app.csv" --by-file=-1
 expect 2 "--jobs '-1': give the number of replays to run at once" "$R" "$tmp/app.csv" --jobs=-1
 expect 2 "--jobs '2x': give the number of replays" "$R" "$tmp/app.csv" -j 2x
+expect 2 "--jobs '4294967296': give the number of replays" "$R" "$tmp/app.csv" -j 4294967296
 expect 2 "--by-file reports the policies' hits, and --enforce replays no policy" "$R" "$tmp/app.csv" --by-file 3 --enforce
 expect 2 "cache size '100B' is less than one 4 KiB block" "$R" "$tmp/app.csv" -s 100B
 expect 2 "unknown trace format 'xml'" "$R" "$tmp/app.csv" --from xml

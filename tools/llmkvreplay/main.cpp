@@ -90,6 +90,19 @@ void row(std::ostream &o, const KvReplayResult &r)
 	o << b;
 }
 
+// A token count option: a whole number up to 2^32 - 1 (units::parse_count: "-1" is refused, not wrapped).
+uint32_t token_option(const po::variables_map &vm, const char *name)
+{
+	const std::string &text = vm[name].as<std::string>();
+	try {
+		const uint64_t v = llmcache::units::parse_count(text);
+		if (v <= UINT32_MAX)
+			return uint32_t(v);
+	} catch (const std::invalid_argument &) {
+	}
+	throw Usage(std::string("--") + name + " '" + text + "': give a number of tokens, a whole number from 0 to 4294967295");
+}
+
 int run(int argc, char **argv)
 {
 	po::options_description opts("Options");
@@ -99,10 +112,10 @@ int run(int argc, char **argv)
 		("cpu-budget,b", po::value<std::string>()->value_name("LIST"),
 		 "comma-separated CPU pool budgets (64MiB, 1GiB, ...), one replay each (default: as recorded)")
 		("beta", po::value<double>()->value_name("F"), "a fixed CPU:storage split (0 = none; default: as recorded, adaptive as none)")
-		("sink-tokens", po::value<uint32_t>()->value_name("N"), "first tokens always kept (default: as recorded)")
-		("recent-tokens", po::value<uint32_t>()->value_name("N"), "last tokens always kept (default: as recorded)")
-		("page-tokens", po::value<uint32_t>()->value_name("N"), "tokens per page, 1-4096 (default: as recorded)")
-		("select-budget", po::value<uint32_t>()->value_name("N"), "tokens per select (default: each select's recorded budget)")
+		("sink-tokens", po::value<std::string>()->value_name("N"), "first tokens always kept (default: as recorded)")
+		("recent-tokens", po::value<std::string>()->value_name("N"), "last tokens always kept (default: as recorded)")
+		("page-tokens", po::value<std::string>()->value_name("N"), "tokens per page, 1-4096 (default: as recorded)")
+		("select-budget", po::value<std::string>()->value_name("N"), "tokens per select (default: each select's recorded budget)")
 		("memory-only", po::bool_switch(), "replay without a storage pool: nothing spills")
 		("write-through", po::value<std::string>()->value_name("on|off"),
 		 "write full pages to the device as they fill, so that their first spill is clean (default: as recorded)")
@@ -178,16 +191,16 @@ int run(int argc, char **argv)
 			throw Usage("--beta: must be from 0 to 1e6 (the adaptive split depends on measured rates, which a trace does not hold)");
 	}
 	if (vm.count("sink-tokens"))
-		o.sink_tokens = vm["sink-tokens"].as<uint32_t>();
+		o.sink_tokens = token_option(vm, "sink-tokens");
 	if (vm.count("recent-tokens"))
-		o.recent_tokens = vm["recent-tokens"].as<uint32_t>();
+		o.recent_tokens = token_option(vm, "recent-tokens");
 	if (vm.count("page-tokens")) {
-		o.page_tokens = vm["page-tokens"].as<uint32_t>();
+		o.page_tokens = token_option(vm, "page-tokens");
 		if (o.page_tokens < 1 || o.page_tokens > 4096)
 			throw Usage("--page-tokens: must be from 1 to 4096");
 	}
 	if (vm.count("select-budget"))
-		o.select_budget = vm["select-budget"].as<uint32_t>();
+		o.select_budget = token_option(vm, "select-budget");
 	if (vm["memory-only"].as<bool>())
 		o.device = 0;
 	if (vm.count("write-through")) {

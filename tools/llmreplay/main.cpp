@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -193,16 +192,18 @@ uint64_t size_option(const po::variables_map &vm, const char *name)
 	}
 }
 
-// A count option (--jobs, --by-file): a whole decimal number from 1 to 2^32 - 1; boost would read "-1" as
-// 4294967295.
+// A count option (--jobs, --by-file): a whole number from 1 to 2^32 - 1 (units::parse_count).
 unsigned count_option(const po::variables_map &vm, const char *name, const char *what)
 {
 	const std::string &text = vm[name].as<std::string>();
-	unsigned v = 0;
-	const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-	if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v == 0)
-		throw Usage("--" + std::string(name) + " '" + text + "': give " + what + ", a whole number of at least 1");
-	return v;
+	uint64_t v = 0;
+	try {
+		v = units::parse_count(text);
+	} catch (const std::invalid_argument &) {
+	}
+	if (v == 0 || v > UINT32_MAX)
+		throw Usage("--" + std::string(name) + " '" + text + "': give " + what + ", a whole number from 1 to 4294967295");
+	return unsigned(v);
 }
 
 Enforce parse_enforce(const po::variables_map &vm)
