@@ -29,7 +29,7 @@ static void llc_tp_map(void *data, struct address_space *mapping, pgoff_t index,
 
 static void llc_tp_fault(void *data, struct address_space *mapping, pgoff_t index)
 {
-	llc_feed_access(mapping, index, index, LLC_ACCESS_MAPPED);
+	llc_feed_access(mapping, index, index, LLC_ACCESS_FAULT);
 }
 
 static void llc_tp_add(void *data, struct folio *folio)
@@ -98,7 +98,7 @@ static int llc_kp_fault(struct kprobe *p, struct pt_regs *regs)
 		return 0;
 	vmf = (struct vm_fault *)regs_get_kernel_argument(regs, 0);
 	if (vmf->vma->vm_file)
-		llc_feed_access(vmf->vma->vm_file->f_mapping, vmf->pgoff, vmf->pgoff, LLC_ACCESS_MAPPED);
+		llc_feed_access(vmf->vma->vm_file->f_mapping, vmf->pgoff, vmf->pgoff, LLC_ACCESS_FAULT);
 	return 0;
 }
 
@@ -123,7 +123,7 @@ static int llc_kp_map(struct kprobe *p, struct pt_regs *regs)
 		return 0;
 	last = min_t(pgoff_t, last, (size - 1) >> PAGE_SHIFT);
 	if (first <= last)
-		llc_feed_access(mapping, first, last, LLC_ACCESS_MAPPED);
+		llc_feed_access(mapping, first, last, LLC_ACCESS_AROUND);
 	return 0;
 }
 

@@ -19,6 +19,7 @@
 #include "libllmcache/core/plan.h"
 
 #define LLC_TAIL_SPANS 4 /* runs of LOOP accesses a file keeps for tail.c between its ticks */
+#define LLC_PLAN_MAX 256 /* ranges of a pin plan (pin.c) */
 
 /* A registered file: found by its mapping from the hooks (RCU hash), held by a file reference. */
 /* An mmap engine's stream read ahead of it (stream.c): set under llc_reg_mutex and llc.lock, moved under llc.lock. */
@@ -88,6 +89,17 @@ struct llc_state {
 	u64 seq_undropped;              /* sum of the files' seq_undropped, under lock */
 	u64 hot_idle_limit;             /* llc_hot_idle_limit() at the last hot.c kick, under lock */
 	u64 hot_oldest_vt;              /* last access of the oldest block hot.c protects, U64_MAX: none; under lock */
+	/*
+	 * The pins given up to pages faulted again within two periods of the longest-period loop holding
+	 * pins (llc_plan_reuse_room), that period and those loops (set by the pin worker), and the room the
+	 * worker last planned with: the access hook kicks it when the room moves, as faults come or their
+	 * windows pass; under lock.
+	 */
+	struct llc_reuse_room reuse_room;
+	u64 reuse_period_vt;
+	u64 reuse_room_planned;         /* the room the pin worker last planned with */
+	struct llc_pin_range reuse_loops[LLC_PLAN_MAX]; /* the loops the pins hold (llc_plan_pinned_loops) */
+	u32 nr_reuse_loops;
 	u64 stats[LLMCACHE_NR_STATS];   /* the module's own counters (hits, misses, drops, pins) */
 	unsigned int nr_files;          /* under llc_reg_mutex */
 };
@@ -101,7 +113,9 @@ DECLARE_STATIC_KEY_FALSE(llc_active);
 enum llc_access_kind {
 	LLC_ACCESS_READ,    /* a read's pages */
 	LLC_ACCESS_REQUEST, /* what remains of a read request (mm_filemap_get_pages), batch by batch */
-	LLC_ACCESS_MAPPED,  /* pages mapped by a fault or fault-around */
+	LLC_ACCESS_MAPPED,  /* pages fault-around mapped (mm_filemap_map_pages, once it mapped any) */
+	LLC_ACCESS_AROUND,  /* a fault-around window about to be mapped (a kprobe at filemap_map_pages' entry) */
+	LLC_ACCESS_FAULT,   /* the page of an mmap fault (it was not mapped: never, or reclaim took it) */
 };
 void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last, enum llc_access_kind kind);
 void llc_feed_cache(struct folio *folio, bool added);

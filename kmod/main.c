@@ -78,15 +78,22 @@ static bool llc_hot_oldest_idle(u64 idle_limit)
 /*
  * One access to pages [first, last] of mapping.
  * - LLC_ACCESS_REQUEST: the range is what remains of a read request; see llc_request_continues.
- * - LLC_ACCESS_MAPPED: a mapping's pages. Their SEQ blocks are not left to seq.c: a page stays mapped
- *   and is re-read without a fault, so a loop over a mapped file looks like one scan, and dropping it
- *   once its mappings go would make the engine's next start read its weights from storage again.
+ * - LLC_ACCESS_MAPPED, LLC_ACCESS_AROUND, LLC_ACCESS_FAULT: a mapping's pages. Their SEQ blocks are not
+ *   left to seq.c: a page stays mapped and is re-read without a fault, so a loop over a mapped file
+ *   looks like one scan, and dropping it once its mappings go would make the engine's next start read
+ *   its weights from storage again. LLC_ACCESS_AROUND's window, seen before anything is mapped, is not
+ *   written into the core's recent-access table (llc_access_mapped): the fault that follows in it
+ *   measures its distance from its page's last fault or read.
+ * - LLC_ACCESS_FAULT: a fault's page that is not a loop's nor in one the pins hold, and was last accessed
+ *   within two periods of the longest-period loop holding pins, takes one pin of that loop
+ *   (llc_plan_reuse_room): a page of the engine's code that reclaim took and the engine wants again
+ *   within a token.
  */
 void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last, enum llc_access_kind kind)
 {
 	const unsigned int shift = PAGE_SHIFT - LLMCACHE_BLOCK_SHIFT;
 	struct llc_file *f;
-	u64 b, n, req, now, idle_limit, seq = 0, loop = 0;
+	u64 b, n, req, now, idle_limit, seq = 0, loop = 0, reused = 0;
 	bool kick = false, hot_kick = false, tail = false, stream = false, hot;
 
 	if (!static_branch_unlikely(&llc_active) || last < first)
@@ -106,7 +113,8 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 		req = n;
 		while (n) {
 			/* The range is one access of req blocks: a window faulted again is no loop (core.h). */
-			struct llc_verdict v = llc_access_req(llc.core, f->id, b, req, now);
+			struct llc_verdict v = kind == LLC_ACCESS_AROUND ? llc_access_mapped(llc.core, f->id, b, req, now) :
+									    llc_access_req(llc.core, f->id, b, req, now);
 			/* The request's next blocks that only extend v's sequence go at once. */
 			u64 k = 1 + llc_access_extend(llc.core, f->id, b + 1, n - 1, v.seq);
 
@@ -117,9 +125,15 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 			loop += v.cls == LLMCACHE_CLASS_LOOP ? k : 0;
 			/* An unprotected HOT block (never extended at once): the protected set may change. */
 			hot_kick |= hot && v.cls == LLMCACHE_CLASS_HOT && !xa_load(&f->hot, b);
+			reused += kind == LLC_ACCESS_FAULT && v.cls != LLMCACHE_CLASS_LOOP &&
+				  llc_reuse_within(v.reuse_vt, llc.reuse_period_vt) &&
+				  llc_plan_reuse_counts(llc.reuse_loops, llc.nr_reuse_loops, f->id, b);
 			n -= k;
 			b += k;
 		}
+		if (reused || llc.reuse_room_planned)
+			kick |= llc_plan_reuse_room(&llc.reuse_room, llc_vtime(llc.core), llc.reuse_period_vt, reused) !=
+				llc.reuse_room_planned;
 		/*
 		 * A new HOT idleness limit (every LLC_AGING_INTERVAL at most), or the oldest protected block
 		 * idle past it: the protected set may change.
@@ -130,7 +144,8 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 			llc.hot_idle_limit = idle_limit;
 			hot_kick = true;
 		}
-		if (seq && kind != LLC_ACCESS_MAPPED && !(READ_ONCE(f->flags) & LLMCACHE_FILE_NO_DROP)) {
+		if (seq && (kind == LLC_ACCESS_READ || kind == LLC_ACCESS_REQUEST) &&
+		    !(READ_ONCE(f->flags) & LLMCACHE_FILE_NO_DROP)) {
 			f->seq_undropped += seq; /* resident SEQ blocks at most, for seq.c and the shrinker */
 			llc.seq_undropped += seq;
 			f->seq_last_ns = now;

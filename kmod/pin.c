@@ -52,8 +52,6 @@
 #include <linux/xarray.h>
 #include "internal.h"
 
-#define LLC_PLAN_MAX 256
-
 static struct llc_pin_range llc_plan[LLC_PLAN_MAX]; /* under llc_reg_mutex */
 static struct llc_pin_range llc_prev[LLC_PLAN_MAX]; /* the plan the pins follow now */
 static u32 llc_prev_n;
@@ -622,18 +620,41 @@ static unsigned long llc_pin_apply(u64 budget, bool release_only)
 	return released;
 }
 
+/*
+ * The blocks the pins may hold: the budget, capped by the shrinker, less the pins given up to pages
+ * faulted again within two periods of the longest-period loop holding pins (llc_plan_reuse_room).
+ */
+static u64 llc_pin_blocks(u64 budget)
+{
+	unsigned long flags;
+	u64 room;
+
+	budget = min(budget, llc_cap);
+	spin_lock_irqsave(&llc.lock, flags);
+	room = llc_plan_reuse_room(&llc.reuse_room, llc_vtime(llc.core), llc.reuse_period_vt, 0);
+	llc.reuse_room_planned = room;
+	room = min(room, budget);
+	llc.stats[LLMCACHE_STAT_REUSE_ROOM] = room;
+	spin_unlock_irqrestore(&llc.lock, flags);
+	return budget - room;
+}
+
 static void llc_pin_worker(struct work_struct *w)
 {
 	u64 budget = READ_ONCE(llc.pin_budget) >> LLMCACHE_BLOCK_SHIFT;
-	unsigned long released;
+	unsigned long released, flags;
 
 	mutex_lock(&llc_reg_mutex);
 	if (READ_ONCE(llc.enabled)) {
 		if (llc_cap < budget)
 			llc_cap += max_t(u64, budget / 16, 1);
-		released = llc_pin_apply(min(budget, llc_cap), false);
+		released = llc_pin_apply(llc_pin_blocks(budget), false);
 		if (llc_plan_squeezed) /* this run took a cgroup's pressure before memcg.c's worker did */
 			llc_memcg_released(released);
+		spin_lock_irqsave(&llc.lock, flags);
+		llc.nr_reuse_loops = llc_plan_pinned_loops(llc.core, llc_prev, llc_prev_n, LLC_PLAN_MAX, llc.reuse_loops,
+							   &llc.reuse_period_vt);
+		spin_unlock_irqrestore(&llc.lock, flags);
 	}
 	mutex_unlock(&llc_reg_mutex);
 }
@@ -646,7 +667,7 @@ unsigned long llc_pin_trim(void)
 
 	mutex_lock(&llc_reg_mutex);
 	if (READ_ONCE(llc.enabled))
-		released = llc_pin_apply(min(budget, llc_cap), true);
+		released = llc_pin_apply(llc_pin_blocks(budget), true);
 	mutex_unlock(&llc_reg_mutex);
 	return released;
 }

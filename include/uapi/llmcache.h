@@ -102,6 +102,7 @@ enum llmcache_stat {
 	LLMCACHE_STAT_HOT_PROTECTED,     /* HOT blocks protected now (within hot_reserve) */
 	LLMCACHE_STAT_LOOP_DROPPED,      /* unpinned LOOP pages dropped after their access (loops that cannot fit) */
 	LLMCACHE_STAT_LOOP_READ_AHEAD,   /* unpinned LOOP blocks read ahead of an mmap engine (loops that cannot fit) */
+	LLMCACHE_STAT_REUSE_ROOM,        /* pins given up now to pages faulted again within two loop periods */
 	LLMCACHE_NR_STATS
 };
 

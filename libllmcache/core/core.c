@@ -40,7 +40,10 @@
  *     every block (2 bytes per remembered block), found through an open-addressing hash table and
  *     recycled least recently used first when max_chunks are in use. A block's entry is trusted only if
  *     the sequence it names is live, of the same file, and still covers the block, so stale entries
- *     left by recycling or cutting are harmless: they mean "seen before".
+ *     left by recycling or cutting are harmless: they mean "seen before";
+ *   - the recent-access table (core.h): recent_slots direct-mapped slots of (block tag, virtual time),
+ *     a file's blocks in consecutive slots from the file's hash, written at every access, the
+ *     request's extended blocks included.
  */
 #include "core.h"
 
@@ -59,6 +62,11 @@ struct llc_list {
 	uint16_t head, tail;
 };
 
+struct llc_recent {
+	uint64_t tag; /* recent_tag() of the block; 0: empty */
+	uint64_t vt;
+};
+
 struct llc_core {
 	struct llc_config cfg;
 	uint64_t vtime;
@@ -71,11 +79,13 @@ struct llc_core {
 	uint16_t free_seq;
 	uint32_t chunks_used;
 	uint32_t last_chunk; /* the chunk of the previous access: consecutive accesses mostly share it */
+	bool last_noted;     /* the previous access was written into the recent-access table */
 	uint32_t chunk_lru_head, chunk_lru_tail;
 	uint32_t hash_mask;
 	struct llc_seq *seqs;     /* [max_seqs + 1], id 0 unused */
 	struct llc_chunk *chunks; /* [max_chunks + 1], id 0 unused */
 	uint32_t *hash;           /* [hash_mask + 1] chunk ids, 0 = empty */
+	struct llc_recent *recent; /* [cfg.recent_slots] */
 };
 
 #define LLC_ADJACENCY_WINDOW 64 /* accesses within which a HOT sequence may still grow */
@@ -85,6 +95,7 @@ void llc_config_default(struct llc_config *cfg)
 	cfg->max_seqs = 16384;
 	cfg->max_chunks = 65536;
 	cfg->hot_promote_blocks = 4;
+	cfg->recent_slots = 65536;
 }
 
 static uint64_t align8(uint64_t n)
@@ -104,11 +115,13 @@ static uint32_t hash_slots(uint32_t max_chunks)
 uint64_t llc_core_size(const struct llc_config *cfg)
 {
 	if (!cfg || cfg->max_seqs < 2 || cfg->max_seqs > 65535 || cfg->max_chunks < 2 ||
-	    cfg->max_chunks > (1U << 30))
+	    cfg->max_chunks > (1U << 30) || cfg->recent_slots > (1U << 24) ||
+	    (cfg->recent_slots & (cfg->recent_slots - 1)))
 		return 0;
 	return align8(sizeof(struct llc_core)) + align8((uint64_t)(cfg->max_seqs + 1) * sizeof(struct llc_seq)) +
 	       align8((uint64_t)(cfg->max_chunks + 1) * sizeof(struct llc_chunk)) +
-	       align8((uint64_t)hash_slots(cfg->max_chunks) * sizeof(uint32_t));
+	       align8((uint64_t)hash_slots(cfg->max_chunks) * sizeof(uint32_t)) +
+	       (uint64_t)cfg->recent_slots * sizeof(struct llc_recent);
 }
 
 static void zero(void *p, uint64_t n)
@@ -137,6 +150,8 @@ struct llc_core *llc_core_init(void *mem, uint64_t mem_size, const struct llc_co
 	p += align8((uint64_t)(cfg->max_chunks + 1) * sizeof(struct llc_chunk));
 	c->hash = (uint32_t *)p;
 	c->hash_mask = hash_slots(cfg->max_chunks) - 1;
+	p += align8((uint64_t)hash_slots(cfg->max_chunks) * sizeof(uint32_t));
+	c->recent = (struct llc_recent *)p;
 	for (i = cfg->max_seqs; i >= 1; i--) {
 		c->seqs[i].lru_next = c->free_seq;
 		c->free_seq = (uint16_t)i;
@@ -154,6 +169,41 @@ static uint32_t chunk_hash(uint64_t file, uint64_t base)
 	k *= 0xff51afd7ed558ccdULL;
 	k ^= k >> 33;
 	return (uint32_t)k;
+}
+
+/* ---- recent-access table --------------------------------------------------------------------------- */
+
+/* A block's tag: a 64-bit mix of file and block, never 0 (the empty slot's). */
+static uint64_t recent_tag(uint64_t file, uint64_t block)
+{
+	uint64_t k = (file * 0x9e3779b97f4a7c15ULL) ^ (block * 0xc2b2ae3d27d4eb4fULL);
+
+	k ^= k >> 31;
+	k *= 0xff51afd7ed558ccdULL;
+	k ^= k >> 29;
+	return k ? k : 1;
+}
+
+/* Record an access to block at virtual time vt; returns vt less the block's previous one, 0 if unknown. */
+static uint64_t recent_note(struct llc_core *c, uint64_t file, uint64_t block, uint64_t vt)
+{
+	uint64_t tag, reuse;
+	struct llc_recent *r;
+
+	if (!c->cfg.recent_slots)
+		return 0;
+	tag = recent_tag(file, block);
+	r = &c->recent[(chunk_hash(file, 0) + block) & (c->cfg.recent_slots - 1)];
+	reuse = r->tag == tag ? vt - r->vt : 0;
+	r->tag = tag;
+	r->vt = vt;
+	return reuse;
+}
+
+bool llc_reuse_within(uint64_t reuse_vt, uint64_t loop_period_vt)
+{
+	return reuse_vt >= LLC_REUSE_FLOOR && loop_period_vt && loop_period_vt != LLC_UNKNOWN_PERIOD &&
+	       reuse_vt < LLC_REUSE_PERIODS * loop_period_vt;
 }
 
 static uint32_t *chunk_slot(const struct llc_core *c, uint64_t file, uint64_t base)
@@ -593,7 +643,7 @@ static struct llc_verdict extend(struct llc_core *c, struct llc_chunk *ch, uint1
 				 uint64_t block, uint64_t req_blocks)
 {
 	struct llc_seq *s = &c->seqs[id];
-	struct llc_verdict v = { id, 0, LLC_EV_EXTEND };
+	struct llc_verdict v = { id, 0, LLC_EV_EXTEND, 0 };
 
 	claim(c, ch, file, block, id);
 	if (block > s->end)
@@ -617,7 +667,7 @@ static struct llc_verdict rereference(struct llc_core *c, struct llc_chunk *ch, 
 				      uint64_t block, uint64_t now_ns)
 {
 	struct llc_seq *s = &c->seqs[id];
-	struct llc_verdict v = { id, s->cls, LLC_EV_HOT_TOUCH };
+	struct llc_verdict v = { id, s->cls, LLC_EV_HOT_TOUCH, 0 };
 
 	touch(c, id); /* so that a table-full recycle below cannot pick this sequence */
 	switch (s->cls) {
@@ -661,8 +711,8 @@ static struct llc_verdict rereference(struct llc_core *c, struct llc_chunk *ch, 
 	return v;
 }
 
-struct llc_verdict llc_access_req(struct llc_core *c, uint64_t file, uint64_t block, uint64_t req_blocks,
-				  uint64_t now_ns)
+static struct llc_verdict access_req(struct llc_core *c, uint64_t file, uint64_t block, uint64_t req_blocks,
+				     uint64_t now_ns, bool noted)
 {
 	struct llc_chunk *ch;
 	struct llc_verdict v;
@@ -691,10 +741,24 @@ struct llc_verdict llc_access_req(struct llc_core *c, uint64_t file, uint64_t bl
 		}
 	}
 	touch(c, v.seq);
+	v.reuse_vt = noted ? recent_note(c, file, block, c->vtime) : 0;
+	c->last_noted = noted;
 	c->stats[LLMCACHE_STAT_SEQ_BLOCKS + v.cls]++;
 	if (c->vtime >= c->next_aging_vt)
 		age_loops(c);
 	return v;
+}
+
+struct llc_verdict llc_access_req(struct llc_core *c, uint64_t file, uint64_t block, uint64_t req_blocks,
+				  uint64_t now_ns)
+{
+	return access_req(c, file, block, req_blocks, now_ns, true);
+}
+
+struct llc_verdict llc_access_mapped(struct llc_core *c, uint64_t file, uint64_t block, uint64_t req_blocks,
+				     uint64_t now_ns)
+{
+	return access_req(c, file, block, req_blocks, now_ns, false);
 }
 
 struct llc_verdict llc_access(struct llc_core *c, uint64_t file, uint64_t block, uint64_t now_ns)
@@ -712,7 +776,7 @@ uint64_t llc_access_extend(struct llc_core *c, uint64_t file, uint64_t block, ui
 {
 	struct llc_seq *s = &c->seqs[seq];
 	struct llc_chunk *ch = &c->chunks[c->last_chunk];
-	uint64_t k, room = LLC_CHUNK_BLOCKS - block % LLC_CHUNK_BLOCKS;
+	uint64_t i, k, room = LLC_CHUNK_BLOCKS - block % LLC_CHUNK_BLOCKS;
 	uint16_t *entry = &ch->seq[block % LLC_CHUNK_BLOCKS];
 
 	if (seq == LLC_NONE || seq > c->cfg.max_seqs || !s->live || s->file != file ||
@@ -730,6 +794,8 @@ uint64_t llc_access_extend(struct llc_core *c, uint64_t file, uint64_t block, ui
 		if (s->cursor > s->end)
 			s->end = s->cursor;
 	}
+	for (i = 0; c->last_noted && i < k; i++)
+		recent_note(c, file, block + i, c->vtime + 1 + i);
 	c->vtime += k;
 	s->last_vt = ch->touched_vt = c->vtime;
 	c->stats[LLMCACHE_STAT_ACCESSES] += k;

@@ -23,9 +23,13 @@ struct llc_config {
 	uint32_t max_seqs;           /* sequence table size, at most 65535 */
 	uint32_t max_chunks;         /* block-index chunks of LLC_CHUNK_BLOCKS blocks: footprint it remembers */
 	uint32_t hot_promote_blocks; /* a HOT sequence that grows past this many blocks becomes SEQ */
+	uint32_t recent_slots;       /* the recent-access table: a power of two, or 0 for none */
 };
 
-/* Defaults: 16384 sequences, 64 Ki chunks (16 GiB of remembered footprint), HOT up to 4 blocks. */
+/*
+ * Defaults: 16384 sequences, 64 Ki chunks (16 GiB of remembered footprint), HOT up to 4 blocks, 64 Ki
+ * recent-access slots (1 MiB).
+ */
 void llc_config_default(struct llc_config *cfg);
 
 /* One block sequence: consecutive blocks [start, end] of one file, in one class. */
@@ -66,6 +70,8 @@ struct llc_verdict {
 	uint16_t seq;       /* the sequence the block now belongs to */
 	uint8_t cls;        /* its class after the access */
 	uint8_t event;      /* enum llc_event */
+	uint64_t reuse_vt;  /* accesses since the block's previous access (this one included), as far as the
+			     * recent-access table remembers it; 0: not remembered */
 };
 
 enum llc_event {
@@ -104,12 +110,44 @@ struct llc_verdict llc_access_req(struct llc_core *c, uint64_t file, uint64_t bl
 				  uint64_t now_ns);
 
 /*
+ * llc_access_req() of a block that fault-around mapped (the range of mm_filemap_map_pages, a fault-around
+ * record): classified the same, but not written into the recent-access table. Fault-around maps pages
+ * that did not fault, and its hook sees the whole window whatever it mapped, at its entry (a kprobe) or
+ * once it mapped any page (the tracepoint), just before a fault in that window: written, it would hide
+ * the page's own last fault or read from the fault (llc_reuse_within).
+ */
+struct llc_verdict llc_access_mapped(struct llc_core *c, uint64_t file, uint64_t block, uint64_t req_blocks,
+				     uint64_t now_ns);
+
+/*
  * A request's next blocks at once: right after llc_access() of block - 1 returned seq, the accesses to
  * block, block + 1, ... (at most max) that only extend seq, a SEQ or LOOP sequence, by one block each,
  * inside block - 1's index chunk, are done as llc_access() would do them, each with the verdict
- * { seq, its class, LLC_EV_EXTEND }. Returns how many; the caller goes on with llc_access() from there.
+ * { seq, its class, LLC_EV_EXTEND }, and written into the recent-access table if that access was. Returns
+ * how many; the caller goes on with llc_access() from there.
  */
 uint64_t llc_access_extend(struct llc_core *c, uint64_t file, uint64_t block, uint64_t max, uint16_t seq);
+
+/*
+ * The recent-access table: every access writes its block's virtual time into a direct-mapped slot of
+ * recent_slots, the file's offset in the table plus the block (a file's consecutive blocks never share a
+ * slot; a newer block takes the slot of an older one), so that a block's reuse distance is known as long
+ * as nothing else took its slot: with 64 Ki slots, the last tens of thousands of distinct blocks an
+ * engine touched. It is what tells a page of an engine's code faulted again within a token from a
+ * page of a scan, which sequences cannot: both are short runs that look new each time.
+ *
+ * Whether a missed block that is not a loop's takes a pin of the longest-period loop that holds some
+ * (llc_reuse_within): when it was last accessed fewer than LLC_REUSE_PERIODS periods of that loop ago,
+ * and at least LLC_REUSE_FLOOR accesses ago (closer, that access is part of the same fault: the
+ * fault-around window a kernel traces before the fault in it).
+ * Kept, it will be accessed again sooner than that loop's highest pinned block, within one or two of the
+ * loop's iterations; LIRS keeps a block whose reuse distance is under the recency of its oldest protected
+ * block on the same ground (Documentation/design/policy-core.md, "Reuse distance against the longest
+ * loop").
+ */
+#define LLC_REUSE_PERIODS 2
+#define LLC_REUSE_FLOOR 64
+bool llc_reuse_within(uint64_t reuse_vt, uint64_t loop_period_vt);
 
 /* The sequence a block belongs to, or LLC_SEQ_NONE. */
 uint16_t llc_lookup(const struct llc_core *c, uint64_t file, uint64_t block);

@@ -403,3 +403,60 @@ uint32_t llc_plan_pins(const struct llc_pin_range *kept, uint32_t n_kept, const 
 	}
 	return n;
 }
+
+uint64_t llc_plan_reuse_room(struct llc_reuse_room *r, uint64_t now_vt, uint64_t period_vt, uint64_t faults)
+{
+	if (!period_vt) {
+		r->window_vt = now_vt;
+		r->in_window = r->in_last_window = 0;
+		return 0;
+	}
+	if (now_vt - r->window_vt >= period_vt) {
+		r->in_last_window = now_vt - r->window_vt < 2 * period_vt ? r->in_window : 0;
+		r->in_window = 0;
+		r->window_vt = now_vt;
+	}
+	r->in_window += faults;
+	return r->in_window + r->in_last_window;
+}
+
+uint32_t llc_plan_pinned_loops(const struct llc_core *c, const struct llc_pin_range *pins, uint32_t n, uint32_t walk,
+			       struct llc_pin_range *loops, uint64_t *period_vt)
+{
+	const struct llc_seq *s;
+	uint32_t i, k = 0;
+	uint16_t id;
+
+	*period_vt = 0;
+	for (i = 0; i < n; i++) {
+		s = pins[i].seq ? llc_seq_get(c, pins[i].seq) : NULL;
+		if (s && s->cls == LLMCACHE_CLASS_LOOP && s->file == pins[i].file) {
+			loops[k++] = (struct llc_pin_range){ s->file, s->start, s->end - s->start + 1, pins[i].seq };
+			if (s->period_vt > *period_vt)
+				*period_vt = s->period_vt;
+		} else if (!pins[i].seq) {
+			loops[k++] = (struct llc_pin_range){ pins[i].file, 0, UINT64_MAX, 0 };
+		}
+	}
+	for (id = llc_first(c, LLMCACHE_CLASS_LOOP); id && walk--; id = llc_next(c, id)) {
+		s = llc_seq_get(c, id);
+		for (i = 0; i < n && (pins[i].seq || pins[i].file != s->file); i++)
+			;
+		if (i < n) {
+			if (s->period_vt > *period_vt)
+				*period_vt = s->period_vt;
+			break;
+		}
+	}
+	return k;
+}
+
+int llc_plan_reuse_counts(const struct llc_pin_range *loops, uint32_t n, uint64_t file, uint64_t block)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		if (loops[i].file == file && block >= loops[i].first && block - loops[i].first < loops[i].count)
+			return 0;
+	return 1;
+}

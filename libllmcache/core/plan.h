@@ -33,6 +33,8 @@
  *   from the engine's first fault, before any loop is seen.
  * - The pins to hold under a new pin plan (llc_plan_pins): those of mapped files in a loop stay while
  *   the budget holds, and the plan's other blocks take what is left.
+ * - The pins the loops give up to blocks that come back within their periods (llc_plan_reuse_room),
+ *   measured against the loops the pins hold (llc_plan_pinned_loops, llc_plan_reuse_counts).
  * Documentation/design/planner.md has the reasons and the figures.
  */
 #ifndef LLC_PLAN_H
@@ -224,5 +226,42 @@ uint32_t llc_plan_heads(const struct llc_pin_range *files, uint32_t n, uint64_t 
  */
 uint32_t llc_plan_pins(const struct llc_pin_range *kept, uint32_t n_kept, const struct llc_pin_range *plan,
 		       uint32_t n_plan, uint64_t budget, struct llc_pin_range *out, uint32_t max);
+
+/*
+ * The pins the loops give up to blocks faulted again within two periods of the longest-period loop that
+ * holds pins (llc_reuse_within, core.h), where the simulator's miss of such a block takes that loop's
+ * highest block. The module and the daemon cannot hand one page's room to another: they count such
+ * faults and lower the pin budget by those of the current window and the one before, windows of one
+ * period_vt each (the plan for a smaller budget gives up the longest-period loops' highest blocks
+ * first), so that the room stays while such blocks keep coming back and returns to the loop two
+ * periods after they stop.
+ */
+struct llc_reuse_room {
+	uint64_t window_vt;         /* virtual time the current window began */
+	uint64_t in_window, in_last_window; /* faults counted in it and in the one before */
+};
+
+/*
+ * Count faults (0: none, only the time moves) at virtual time now_vt, in windows of period_vt (0: no
+ * loop holds pins, and nothing is counted); returns the blocks given up: in_window + in_last_window.
+ */
+uint64_t llc_plan_reuse_room(struct llc_reuse_room *r, uint64_t now_vt, uint64_t period_vt, uint64_t faults);
+
+/*
+ * The loops pins[0..n) hold, for the faults' test: written to loops[0..) as their whole ranges (a range's
+ * own loop, its seq while that sequence is still one of the file's loops: [start, end]; a range without
+ * one, a head (llc_plan_heads), the whole file), at most one per pin range, and returned; *period_vt
+ * gets the longest of their periods (a head's: its file's longest-period loop among the first `walk`
+ * loops of the core's order), 0 when none. O(n + walk * n).
+ */
+uint32_t llc_plan_pinned_loops(const struct llc_core *c, const struct llc_pin_range *pins, uint32_t n, uint32_t walk,
+			       struct llc_pin_range *loops, uint64_t *period_vt);
+
+/*
+ * Whether a fault at block of file that llc_reuse_within passed counts (llc_plan_reuse_room): not when it
+ * lies in a loop the pins hold (loops[0..n), llc_plan_pinned_loops): a piece of that loop the core took
+ * for HOT or SEQ (an mmap engine faults on its weights in fragments) is the loop's own.
+ */
+int llc_plan_reuse_counts(const struct llc_pin_range *loops, uint32_t n, uint64_t file, uint64_t block);
 
 #endif

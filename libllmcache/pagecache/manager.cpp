@@ -142,8 +142,15 @@ void Manager::on_access(const llmcache_access &a)
 	if (a.op == LLMCACHE_OP_MMAP_FAULT && f.mappers.size() < PIDS_MAX &&
 	    std::find(f.mappers.begin(), f.mappers.end(), a.pid) == f.mappers.end())
 		f.mappers.push_back(a.pid);
+	// A fault's own page (a one-block fault record; fault-around's cover a window) that is not a loop's nor
+	// in one the pins hold, and came back within two periods of the longest-period loop holding pins,
+	// takes one of its pins.
+	const bool fault = a.op == LLMCACHE_OP_MMAP_FAULT && a.nr_blocks == 1;
 	for (uint64_t b = a.first_block; b < a.first_block + a.nr_blocks; b++) {
 		const llc_verdict v = llc_access_req(core_, *k, b, a.nr_blocks, a.time_ns); // one access of the record
+		if (fault && v.cls != LLMCACHE_CLASS_LOOP && llc_reuse_within(v.reuse_vt, reuse_period_vt_) &&
+		    llc_plan_reuse_counts(reuse_loops_.data(), uint32_t(reuse_loops_.size()), *k, b))
+			llc_plan_reuse_room(&reuse_room_, llc_vtime(core_), reuse_period_vt_, 1);
 		if (v.cls == LLMCACHE_CLASS_LOOP && !f.head && memcg_limit_ != UINT64_MAX) // else tails are kept
 			llc_plan_note_run(f.recent_runs.data(), &f.n_recent, f.recent_runs.size(), b, 1);
 		f.accesses++;
@@ -428,8 +435,11 @@ void Manager::tick(uint64_t now_ns)
 	for (uint16_t id = llc_first(core_, LLMCACHE_CLASS_LOOP); id; id = llc_next(core_, id))
 		if (const llc_seq *q = llc_seq_get(core_, id); q->file >= 1 && q->file <= files_.size())
 			files_[q->file - 1].looping = true;
-	// Pins: the plan's ranges per file; first release what left it, then lock within what is left.
-	const uint64_t budget = budget_blocks();
+	// Pins: the plan's ranges per file; first release what left it, then lock within what is left. The
+	// budget less what the loops give up to the pages faulted again within their periods.
+	const uint64_t effective = budget_blocks();
+	reuse_given_ = std::min(effective, llc_plan_reuse_room(&reuse_room_, llc_vtime(core_), reuse_period_vt_, 0));
+	const uint64_t budget = effective - reuse_given_;
 	std::vector<std::vector<Range>> want = plan_heads(budget);
 	if (std::all_of(want.begin(), want.end(), [](const std::vector<Range> &w) { return w.empty(); })) {
 		llc_pin_range plan[PLAN_MAX];
@@ -455,6 +465,9 @@ void Manager::tick(uint64_t now_ns)
 	std::vector<std::vector<Range>> hold(files_.size());
 	for (const llc_pin_range &p : pins)
 		hold[p.file - 1].push_back({p.first, p.count});
+	reuse_loops_.resize(pins.size());
+	reuse_loops_.resize(llc_plan_pinned_loops(core_, pins.data(), uint32_t(pins.size()), PLAN_MAX, reuse_loops_.data(),
+						  &reuse_period_vt_));
 	std::string err;
 	for (size_t i = 0; i < files_.size(); i++) {
 		const uint64_t before = files_[i].pf->locked();
@@ -704,7 +717,7 @@ std::string Manager::status(const FeedInfo &feed) const
 	       kv("loop_iterations", st[LLMCACHE_STAT_LOOP_ITERATIONS]) + kv("seqs_created", st[LLMCACHE_STAT_SEQS_CREATED]) +
 	       kv("seqs_recycled", st[LLMCACHE_STAT_SEQS_RECYCLED]) +
 	       kv("chunks_recycled", st[LLMCACHE_STAT_CHUNKS_RECYCLED]) + kv("pinned", pinned) +
-	       kv("shrinker_released", released_) + kv("events_dropped", feed.lost) +
+	       kv("shrinker_released", released_) + kv("events_dropped", feed.lost) + kv("reuse_room", reuse_given_) +
 	       kv("seq_seqs", llc_class_count(core_, LLMCACHE_CLASS_SEQ)) +
 	       kv("loop_seqs", llc_class_count(core_, LLMCACHE_CLASS_LOOP)) +
 	       kv("hot_seqs", llc_class_count(core_, LLMCACHE_CLASS_HOT)) + kv("dropped_blocks", dropped) + kv("loop_tail_dropped", tail) +

@@ -167,6 +167,12 @@ private:
 	std::vector<PidMappings> mappings_;
 	uint64_t readahead_ = 0; // the largest readahead window of the managed files' devices
 	uint64_t memcg_limit_ = UINT64_MAX, released_ = 0, cold_denied_ = 0, last_prune_ns_ = 0;
+	// The pins given up to pages faulted again within two periods of the longest-period loop holding
+	// pins (llc_plan_reuse_room), that period and the loops the pins hold as of the last tick
+	// (llc_plan_pinned_loops), and what the last tick gave up.
+	llc_reuse_room reuse_room_{};
+	uint64_t reuse_period_vt_ = 0, reuse_given_ = 0;
+	std::vector<llc_pin_range> reuse_loops_;
 	std::string memcg_dir_;           // the engines' memory cgroup (the most limited one)
 	MemcgUsage usage_;                // its last reading
 	uint64_t anon_this_second_ = 0, anon_last_second_ = 0; // the most anonymous memory it had in each

@@ -61,6 +61,12 @@
 // overdue loop's highest block if that loop has been idle since then: what is not the working set is
 // ordered by recency, as the kernel's LRU orders it for the module, which leaves mapped scans and, where
 // the loops fit, every page to it (Documentation/design/policy-core.md, "When the working set fits").
+// Reuse distance against the longest loop: a missed block that is not a loop's, outside the range of
+// the longest-period loop holding blocks, and last accessed fewer than two of that loop's periods ago
+// (the core's recent-access table, llc_reuse_within()) takes that loop's highest block before anything
+// the order above would give: a page of the engine's code faulted again within a token is worth more
+// than the last pin of a loop that comes back once in two tokens (Documentation/design/policy-core.md,
+// "Reuse distance against the longest loop").
 // The core is told each access's request length, the length of the trace record it came from, as the
 // module and the daemon tell it theirs: a window faulted again is one access, not a loop (rule 3).
 #include "policies.hpp"
@@ -147,8 +153,13 @@ public:
 			refile(*slot, v);
 			return true;
 		}
-		if (used_ == capacity_ && !make_room(r.key, v))
-			return probation(r.key, v); // the block would be the next victim: bypass, or probation
+		if (used_ == capacity_) {
+			const uint32_t loop = reused_within_loop(v);
+			if (loop != nil)
+				evict(next_victim(loop));
+			else if (!make_room(r.key, v))
+				return probation(r.key, v); // the block would be the next victim: bypass, or probation
+		}
 		admit(r.key, v);
 		return false;
 	}
@@ -409,6 +420,23 @@ private:
 				return nil;
 		}
 		return nil;
+	}
+
+	// The longest-period loop holding blocks, when missed block v is not a loop's, lies outside that
+	// loop's range (a piece of the loop the core took for HOT or SEQ is the loop's own) and was last
+	// accessed within LLC_REUSE_PERIODS of its periods (llc_reuse_within()): v takes its highest
+	// block, before any scan's or HOT block; else nil.
+	uint32_t reused_within_loop(const llc_verdict &v) const
+	{
+		if (v.cls == LLMCACHE_CLASS_LOOP || !v.reuse_vt)
+			return nil;
+		const uint32_t loop = longest_loop();
+		if (loop == nil)
+			return nil;
+		const llc_seq *l = llc_seq_get(core_, uint16_t(loop)), *s = llc_seq_get(core_, v.seq);
+		if (s->file == l->file && s->start <= l->end && s->end >= l->start)
+			return nil;
+		return llc_reuse_within(v.reuse_vt, l->period_vt) ? loop : nil;
 	}
 
 	// Whether the HOT list holds more than its reserve and its least recently used block was last

@@ -228,7 +228,7 @@ static const char *const read_only[] = {
 	"stats/loop_blocks", "stats/hot_blocks", "stats/loop_iterations", "stats/seqs_created",
 	"stats/seqs_recycled", "stats/chunks_recycled", "stats/pinned", "stats/shrinker_released",
 	"stats/events_dropped", "stats/seq_dropped", "stats/hot_protected", "stats/loop_dropped",
-	"stats/loop_read_ahead", "stats/seq_seqs", "stats/loop_seqs", "stats/hot_seqs",
+	"stats/loop_read_ahead", "stats/reuse_room", "stats/seq_seqs", "stats/loop_seqs", "stats/hot_seqs",
 };
 
 /* Every file exists, has the documented mode, reads as one value; nothing else is there. */
@@ -1130,6 +1130,73 @@ TEST_F_TIMEOUT(llmcache, loop_tail_dropped, 300)
 	munmap(locked, hog);
 	close(fd);
 	unlink(path);
+}
+
+/*
+ * Fault page 0 of fd, mapped at p (one page: no fault-around window beside it), after taking it and what
+ * the fault read around it out of the page cache.
+ */
+static int fault_again(int fd, volatile const char *p)
+{
+	if (madvise((void *)p, 4096, MADV_DONTNEED) || posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) ||
+	    resident(fd, 0, 1) != 0)
+		return -1;
+	return p[0] == 0x5a ? 0 : -1;
+}
+
+/*
+ * A page of another file faulted again within two periods of the pinned loop takes one of its pins
+ * (stats/reuse_room; kmod/main.c, llc_plan_reuse_room), and gives it back once it stops coming back:
+ * two periods later the loop is pinned whole again. Faulted again ten periods later, it takes nothing.
+ */
+TEST_F_TIMEOUT(llmcache, reuse_room_faulted_page_takes_a_pin, 180)
+{
+	char loop_path[256], code_path[256];
+	int fd = scratch_file("reuse-loop", 256, loop_path, sizeof(loop_path));
+	int code = scratch_file("reuse-code", 16, code_path, sizeof(code_path));
+	volatile const char *p;
+	int i;
+
+	ASSERT_LE(0, fd);
+	ASSERT_LE(0, code);
+	p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, code, 0);
+	ASSERT_NE(MAP_FAILED, p);
+	drop_caches();
+	ASSERT_EQ(0, sysfs_write("hot_reserve", "0")); /* nothing holds the code's page */
+	ASSERT_EQ(0, sysfs_write("pin_budget", "1048576"));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, fd, NULL));
+	ASSERT_EQ(0, ioc_file(self->dev, LLMCACHE_IOC_REGISTER, code, NULL));
+	ASSERT_EQ(0, sweep(fd, 256 * 4096, 3));
+	ASSERT_EQ(256, wait_pinned(256));
+
+	ASSERT_EQ(0, fault_again(code, p)); /* its first access: nothing to measure */
+	ASSERT_EQ(0, sweep(fd, 256 * 4096, 1));
+	usleep(500000); /* the pin worker the sweep's iteration kicked has run */
+	EXPECT_EQ(0, sysfs_num("stats/reuse_room"));
+	EXPECT_EQ(256, sysfs_num("stats/pinned"));
+	ASSERT_EQ(0, fault_again(code, p)); /* one period later */
+	EXPECT_EQ(1, wait_stat("stats/reuse_room", 1));
+	EXPECT_EQ(255, wait_pinned(255)) TH_LOG("the loop kept the pin the faulted page took");
+
+	/* One to two periods as the core measures them from its iterations (a slow guest's can differ). */
+	for (i = 0; i < 8 && sysfs_num("stats/pinned") != 256; i++) {
+		ASSERT_EQ(0, sweep(fd, 256 * 4096, 1));
+		usleep(300000);
+	}
+	EXPECT_EQ(256, wait_pinned(256)) TH_LOG("the pin did not come back in eight periods after the faults stopped");
+	EXPECT_EQ(0, sysfs_num("stats/reuse_room"));
+
+	ASSERT_EQ(0, sweep(fd, 256 * 4096, 10));
+	ASSERT_EQ(0, fault_again(code, p)); /* more than ten periods after its last access */
+	ASSERT_EQ(0, sweep(fd, 256 * 4096, 1));
+	usleep(500000);
+	EXPECT_EQ(0, sysfs_num("stats/reuse_room"));
+	EXPECT_EQ(256, sysfs_num("stats/pinned"));
+	munmap((void *)p, 4096);
+	close(code);
+	close(fd);
+	unlink(code_path);
+	unlink(loop_path);
 }
 
 /* Run llmworkload with args; 0 when it exits 0. */

@@ -16,7 +16,7 @@
 
 static struct llc_core *make_core(uint32_t max_seqs, uint32_t max_chunks, uint32_t hot_promote)
 {
-	struct llc_config cfg = { max_seqs, max_chunks, hot_promote };
+	struct llc_config cfg = { max_seqs, max_chunks, hot_promote, 65536 };
 	uint64_t size = llc_core_size(&cfg);
 	void *mem;
 
@@ -51,7 +51,7 @@ static const struct llc_seq *seq_of(struct llc_core *c, uint64_t file, uint64_t 
 
 static void core_init__bad_config__rejected(void **state)
 {
-	struct llc_config cfg = { 1, 16, 4 };
+	struct llc_config cfg = { 1, 16, 4, 0 };
 	static uint64_t mem[64];
 
 	assert_int_equal(llc_core_size(&cfg), 0);
@@ -878,7 +878,7 @@ static void check_extend_equivalence(struct llc_core *a, struct llc_core *b, uin
 
 	for (int r = 0; r < 20000; r++) {
 		uint64_t file = 1 + next_random(&x) % 3, kind = next_random(&x) % 100, first, len;
-		uint64_t cls_a[LLMCACHE_NR_CLASSES] = { 0 }, cls_b[LLMCACHE_NR_CLASSES] = { 0 };
+		uint64_t cls_a[LLMCACHE_NR_CLASSES] = { 0 }, cls_b[LLMCACHE_NR_CLASSES] = { 0 }, reuse_a[300];
 
 		if (kind < 50)
 			first = cursor[file], len = 1 + next_random(&x) % 200;
@@ -889,11 +889,18 @@ static void check_extend_equivalence(struct llc_core *a, struct llc_core *b, uin
 		else
 			first = next_random(&x) % 5000, len = 1 + next_random(&x) % 300;
 		cursor[file] = first + len < 5000 ? first + len : 0;
-		for (uint64_t blk = first; blk < first + len; blk++)
-			cls_a[llc_access(a, file, blk, llc_vtime(a) * 1000).cls]++;
+		for (uint64_t blk = first; blk < first + len; blk++) {
+			struct llc_verdict v = llc_access(a, file, blk, llc_vtime(a) * 1000);
+
+			cls_a[v.cls]++;
+			reuse_a[blk - first] = v.reuse_vt;
+		}
 		for (uint64_t blk = first; blk < first + len;) {
 			struct llc_verdict v = llc_access(b, file, blk, llc_vtime(b) * 1000);
 			uint64_t k = llc_access_extend(b, file, blk + 1, first + len - blk - 1, v.seq);
+
+			/* The extended blocks were written into the recent-access table as llc_access() writes them. */
+			assert_int_equal(v.reuse_vt, reuse_a[blk - first]);
 
 			cls_b[v.cls] += 1 + k;
 			extended += k;
@@ -949,6 +956,67 @@ static void core_stats__classified_accesses__counted_per_class(void **state)
 	free(c);
 }
 
+static void core_reuse__recent_table__accesses_since_the_previous_one(void **state)
+{
+	struct llc_core *c = default_core();
+	struct llc_config cfg = { 16, 16, 4, 1 };
+	struct llc_verdict v;
+	uint64_t size = llc_core_size(&cfg);
+	void *mem = aligned_alloc(8, (size + 7) & ~7ULL);
+	struct llc_core *one;
+
+	assert_int_equal(llc_access(c, FILE_A, 7, 0).reuse_vt, 0); /* never seen */
+	sweep(c, FILE_B, 0, 10);
+	assert_int_equal(llc_access(c, FILE_A, 7, 0).reuse_vt, 11);
+	assert_int_equal(llc_access(c, FILE_A, 7, 0).reuse_vt, 1);
+	assert_int_equal(llc_access(c, FILE_B, 3, 0).reuse_vt, 9);
+	assert_int_equal(llc_access(c, FILE_C, 3, 0).reuse_vt, 0); /* the same block of another file */
+	/*
+	 * A fault-around window is classified but not remembered, nor are the blocks extended after it;
+	 * those extended after a remembered access are.
+	 */
+	sweep(c, 4, 0, 10); /* a scan: SEQ from block 4 */
+	v = llc_access_mapped(c, 4, 10, 3, 0);
+	assert_int_equal(v.cls, LLMCACHE_CLASS_SEQ);
+	assert_int_equal(llc_access_extend(c, 4, 11, 2, v.seq), 2);
+	v = llc_access(c, 4, 13, 0);
+	assert_int_equal(llc_access_extend(c, 4, 14, 1, v.seq), 1);
+	assert_int_equal(llc_access(c, 4, 11, 0).reuse_vt, 0);
+	assert_int_equal(llc_access(c, 4, 14, 0).reuse_vt, 2);
+	assert_int_equal(llc_access(c, 4, 9, 0).reuse_vt, 8);
+	free(c);
+
+	/* One slot: a newer block takes it, and the older one's distance is forgotten. */
+	one = llc_core_init(mem, size, &cfg);
+	assert_non_null(one);
+	llc_access(one, FILE_A, 1, 0);
+	llc_access(one, FILE_A, 2, 0);
+	assert_int_equal(llc_access(one, FILE_A, 1, 0).reuse_vt, 0);
+	assert_int_equal(llc_access(one, FILE_A, 1, 0).reuse_vt, 1);
+	free(mem);
+
+	cfg.recent_slots = 3; /* not a power of two */
+	assert_int_equal(llc_core_size(&cfg), 0);
+	cfg.recent_slots = 0; /* none: nothing is remembered */
+	size = llc_core_size(&cfg);
+	mem = aligned_alloc(8, (size + 7) & ~7ULL);
+	one = llc_core_init(mem, size, &cfg);
+	llc_access(one, FILE_A, 1, 0);
+	assert_int_equal(llc_access(one, FILE_A, 1, 0).reuse_vt, 0);
+	free(mem);
+}
+
+static void core_reuse_within__under_two_periods_of_the_loop(void **state)
+{
+	assert_false(llc_reuse_within(0, 100)); /* not remembered */
+	assert_false(llc_reuse_within(80, 0));  /* no period measured */
+	assert_false(llc_reuse_within(LLC_REUSE_FLOOR - 1, 100)); /* the same fault's window */
+	assert_true(llc_reuse_within(LLC_REUSE_FLOOR, 100));
+	assert_true(llc_reuse_within(199, 100));
+	assert_false(llc_reuse_within(200, 100));
+	assert_false(llc_reuse_within(80, ~0ULL)); /* a loop whose period is unknown */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -993,6 +1061,8 @@ int main(void)
 		cmocka_unit_test(core_loop_order__stopped_loop__keyed_by_its_age),
 		cmocka_unit_test(core_hot_idle_limit__twice_the_biggest_running_loops_period),
 		cmocka_unit_test(core_biggest_loop_since__biggest_loop_accessed_at_or_after_vt),
+		cmocka_unit_test(core_reuse__recent_table__accesses_since_the_previous_one),
+		cmocka_unit_test(core_reuse_within__under_two_periods_of_the_loop),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -442,6 +442,41 @@ void llm_access__loop_head_passed_over__cold_chunks_released(void **)
 		assert_int_equal(iteration(), 1 + 236);
 }
 
+// A 200-block loop in a cache of 160 with no HOT reserve pins its blocks 0-159. A page of another file
+// read three times a token (an engine's code, faulted again) is refused at its first access, which has
+// no reuse distance; at its second, last accessed 81 accesses before (at least LLC_REUSE_FLOOR, under
+// two of the loop's periods), it takes the loop's highest pin (block 159) and keeps it against the
+// loop's misses, hitting three times a token for the one hit it costs the loop. Read once every three
+// tokens, it comes back past two periods: it is refused, and the loop keeps its 160 pins.
+void llm_access__page_reused_within_two_loop_periods__takes_the_longest_loops_highest_pin(void **)
+{
+	Run run(160, 0.0);
+	for (int i = 0; i < 3; i++)
+		run.sweep(0, 0, 200);
+	uint64_t page_hits = 0, loop_hits = 0;
+	for (int token = 0; token < 10; token++) {
+		page_hits += run.touch(2, 7);
+		loop_hits += run.sweep(0, 0, 80);
+		page_hits += run.touch(2, 7);
+		loop_hits += run.sweep(0, 80, 120);
+		page_hits += run.touch(2, 7);
+	}
+	assert_int_equal(page_hits, 3 * 10 - 2); // its first access has no reuse distance: refused
+	assert_int_equal(loop_hits, 10 * 159);    // one pin less from the page's second access on
+
+	Run rare(160, 0.0);
+	for (int i = 0; i < 3; i++)
+		rare.sweep(0, 0, 200);
+	page_hits = loop_hits = 0;
+	for (int token = 0; token < 12; token++) {
+		if (token % 3 == 0)
+			page_hits += rare.touch(2, 7);
+		loop_hits += rare.sweep(0, 0, 200);
+	}
+	assert_int_equal(page_hits, 0);
+	assert_int_equal(loop_hits, 12 * 160);
+}
+
 void llm_access__capacity_one__works(void **)
 {
 	Run run(1);
@@ -486,6 +521,7 @@ int main()
 		cmocka_unit_test(llm_access__equal_loops__keep_their_pins),
 		cmocka_unit_test(llm_access__working_set_fits__blocks_idle_before_oldest_scan_go_first),
 		cmocka_unit_test(llm_access__loop_head_passed_over__cold_chunks_released),
+		cmocka_unit_test(llm_access__page_reused_within_two_loop_periods__takes_the_longest_loops_highest_pin),
 		cmocka_unit_test(llm_access__capacity_one__works),
 		cmocka_unit_test(llm_make__capacity_zero__rejected),
 	};

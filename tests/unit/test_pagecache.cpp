@@ -391,6 +391,48 @@ void manager__written_scan__not_dropped(void **)
 	assert_non_null(std::strstr(m->status({}).c_str(), " dropped_blocks 0 "));
 }
 
+// A 256-block loop pinned whole, and a page of a mapped file (an engine's code) faulted again one period
+// after its first fault: it takes one pin (llc_plan_reuse_room), shown as reuse_room. Once it stops
+// coming back, two periods later the loop is pinned whole again.
+void manager__page_faulted_again_within_two_periods__takes_a_pin_until_it_stops(void **)
+{
+	const std::string loop = make_file("weights.bin", 256), code = make_file("code.bin", 16);
+	Options o;
+	o.pin_budget = 256 * BS;
+	o.manage = {loop, code};
+	std::unique_ptr<Manager> m;
+	std::string err;
+	assert_int_equal(Manager::open(o, m, err), 0);
+	uint64_t t = 1'000'000'000;
+	auto fault = [&] {
+		llmcache_access a = access_of(code, 3, 1, t += 1'000'000);
+		a.op = LLMCACHE_OP_MMAP_FAULT;
+		m->on_access(a);
+	};
+	auto token = [&] {
+		read_blocks(*m, loop, 0, 256, &t);
+		m->tick(t);
+	};
+	for (int it = 0; it < 3; it++)
+		token();
+	assert_int_equal(m->pinned_blocks(), 256);
+	fault(); // its first access: nothing to measure
+	token();
+	assert_int_equal(m->pinned_blocks(), 256);
+	fault();
+	m->tick(t);
+	assert_int_equal(m->pinned_blocks(), 255);
+	assert_non_null(std::strstr(m->status({}).c_str(), " reuse_room 1 "));
+	for (int it = 0; it < 3; it++)
+		token();
+	assert_int_equal(m->pinned_blocks(), 256);
+	assert_non_null(std::strstr(m->status({}).c_str(), " reuse_room 0 "));
+	fault(); // three periods after its last access
+	token();
+	assert_int_equal(m->pinned_blocks(), 256);
+	m->release();
+}
+
 void manager__unmanaged_and_missing_files__ignored_or_refused(void **)
 {
 	Options o;
@@ -425,6 +467,7 @@ int main(void)
 		cmocka_unit_test(manager__loop_head_passed_over__cold_chunks_not_pinned),
 		cmocka_unit_test(manager__scan_idle__dropped_after_idle_not_before),
 		cmocka_unit_test(manager__written_scan__not_dropped),
+		cmocka_unit_test(manager__page_faulted_again_within_two_periods__takes_a_pin_until_it_stops),
 		cmocka_unit_test(manager__unmanaged_and_missing_files__ignored_or_refused),
 	};
 	const int r = cmocka_run_group_tests(tests, nullptr, nullptr);

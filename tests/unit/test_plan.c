@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <cmocka.h>
 
 #include "libllmcache/core/plan.h"
@@ -408,6 +409,81 @@ static void plan_heads__files_larger_than_the_budget_from_block_0_in_order_until
 	expect_pins(out, llc_plan_heads(files, 3, 0, out, 1), (const struct llc_pin_range[]){ { 1, 0, 0, 0 } }, 1);
 }
 
+static void plan_reuse_room__faults_of_this_window_and_the_last_then_none(void **state)
+{
+	struct llc_reuse_room r = { 0 };
+
+	assert_int_equal(llc_plan_reuse_room(&r, 10, 100, 1), 1);
+	assert_int_equal(llc_plan_reuse_room(&r, 50, 100, 2), 3);
+	assert_int_equal(llc_plan_reuse_room(&r, 109, 100, 0), 3); /* still the first window */
+	assert_int_equal(llc_plan_reuse_room(&r, 110, 100, 1), 4); /* the second: the first's 3 stay */
+	assert_int_equal(llc_plan_reuse_room(&r, 215, 100, 0), 1); /* the third: the second's 1 */
+	assert_int_equal(llc_plan_reuse_room(&r, 320, 100, 0), 0); /* they stopped two periods ago */
+	assert_int_equal(llc_plan_reuse_room(&r, 330, 100, 5), 5);
+	assert_int_equal(llc_plan_reuse_room(&r, 600, 100, 0), 0); /* idle for more than two windows at once */
+	assert_int_equal(llc_plan_reuse_room(&r, 610, 100, 2), 2);
+	assert_int_equal(llc_plan_reuse_room(&r, 620, 0, 3), 0); /* no loop holds pins: nothing */
+	assert_int_equal(llc_plan_reuse_room(&r, 630, 100, 1), 1);
+}
+
+/* Sweep blocks [0, n) of file `iterations` times: a loop of period n from the second sweep on. */
+static uint16_t loop_of(struct llc_core *c, uint64_t file, uint64_t n, int iterations)
+{
+	struct llc_verdict v = { 0 };
+
+	while (iterations--)
+		for (uint64_t b = 0; b < n; b++)
+			v = llc_access(c, file, b, llc_vtime(c) * 1000);
+	assert_int_equal(v.cls, LLMCACHE_CLASS_LOOP);
+	return v.seq;
+}
+
+static void plan_pinned_loops__ranges_own_loops_and_heads_files_whole_longest_period(void **state)
+{
+	struct llc_pin_range loops[4];
+	struct llc_config cfg;
+	uint64_t size, period;
+	struct llc_core *c;
+	void *mem;
+
+	llc_config_default(&cfg);
+	size = llc_core_size(&cfg);
+	mem = aligned_alloc(8, (size + 7) & ~7ULL);
+	c = llc_core_init(mem, size, &cfg);
+	assert_non_null(c);
+	uint16_t short_loop = loop_of(c, 1, 100, 3), long_loop = loop_of(c, 2, 300, 3);
+	assert_int_equal(llc_seq_get(c, short_loop)->period_vt, 100);
+	assert_int_equal(llc_seq_get(c, long_loop)->period_vt, 300);
+
+	/* A range's own loop: its whole range, pinned or not, and its period. */
+	const struct llc_pin_range own[] = { { 1, 0, 50, short_loop } };
+	assert_int_equal(llc_plan_pinned_loops(c, own, 1, 64, loops, &period), 1);
+	assert_int_equal(period, 100);
+	assert_int_equal(loops[0].file, 1);
+	assert_int_equal(loops[0].first, 0);
+	assert_int_equal(loops[0].count, 100);
+	assert_false(llc_plan_reuse_counts(loops, 1, 1, 70)); /* in the loop, above its pins */
+	assert_true(llc_plan_reuse_counts(loops, 1, 1, 100));
+	assert_true(llc_plan_reuse_counts(loops, 1, 2, 70));
+
+	/* A head of file 2 (no seq): the whole file, and file 2's longest-period loop. */
+	const struct llc_pin_range with_head[] = { { 1, 0, 50, short_loop }, { 2, 0, 10, 0 } };
+	assert_int_equal(llc_plan_pinned_loops(c, with_head, 2, 64, loops, &period), 2);
+	assert_int_equal(period, 300);
+	assert_false(llc_plan_reuse_counts(loops, 2, 2, 1000000));
+	assert_int_equal(llc_plan_pinned_loops(c, with_head, 2, 0, loops, &period), 2);
+	assert_int_equal(period, 100); /* no walk: the head's loop not seen */
+
+	/* A seq that is no longer one of the range's file's loops counts for nothing; nor do no pins. */
+	const struct llc_pin_range stale[] = { { 3, 0, 50, long_loop } };
+	assert_int_equal(llc_plan_pinned_loops(c, stale, 1, 64, loops, &period), 0);
+	assert_int_equal(period, 0);
+	assert_true(llc_plan_reuse_counts(loops, 0, 3, 10));
+	assert_int_equal(llc_plan_pinned_loops(c, NULL, 0, 64, loops, &period), 0);
+	assert_int_equal(period, 0);
+	free(mem);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -433,6 +509,8 @@ int main(void)
 		cmocka_unit_test(plan_pins__kept_stay_the_plan_fills_the_rest_around_them),
 		cmocka_unit_test(plan_pins__budget_below_the_kept__the_last_go_first_from_their_highest_block),
 		cmocka_unit_test(plan_heads__files_larger_than_the_budget_from_block_0_in_order_until_spent),
+		cmocka_unit_test(plan_reuse_room__faults_of_this_window_and_the_last_then_none),
+		cmocka_unit_test(plan_pinned_loops__ranges_own_loops_and_heads_files_whole_longest_period),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

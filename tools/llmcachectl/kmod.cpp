@@ -88,7 +88,7 @@ const char *const top_names[] = {"enable", "pin_budget", "hot_reserve", "bw", "t
 const char *const stat_names[] = {"accesses", "hits", "misses", "seq_blocks", "loop_blocks", "hot_blocks",
 				  "loop_iterations", "seqs_created", "seqs_recycled", "chunks_recycled", "pinned",
 				  "shrinker_released", "events_dropped", "seq_dropped", "hot_protected",
-				  "loop_dropped", "loop_read_ahead", "seq_seqs", "loop_seqs", "hot_seqs"};
+				  "loop_dropped", "loop_read_ahead", "reuse_room", "seq_seqs", "loop_seqs", "hot_seqs"};
 const char *const sizing_names[] = {"bw_measured", "t_measured_ns"};
 const char *const auto_names[] = {"mode", "target", "min_size", "registered", "scans"};
 const char *const kv_names[] = {"sessions", "selects", "beta_milli", "pushes", "last_push_ns"};
