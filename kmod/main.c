@@ -125,9 +125,8 @@ void llc_feed_access(struct address_space *mapping, pgoff_t first, pgoff_t last,
 			loop += v.cls == LLMCACHE_CLASS_LOOP ? k : 0;
 			/* An unprotected HOT block (never extended at once): the protected set may change. */
 			hot_kick |= hot && v.cls == LLMCACHE_CLASS_HOT && !xa_load(&f->hot, b);
-			reused += kind == LLC_ACCESS_FAULT && v.cls != LLMCACHE_CLASS_LOOP &&
-				  llc_reuse_within(v.reuse_vt, llc.reuse_period_vt) &&
-				  llc_plan_reuse_counts(llc.reuse_loops, llc.nr_reuse_loops, f->id, b);
+			reused += kind == LLC_ACCESS_FAULT && llc_plan_reuse_counts(&v, llc.reuse_period_vt, llc.reuse_loops,
+										    llc.nr_reuse_loops, f->id, b);
 			n -= k;
 			b += k;
 		}

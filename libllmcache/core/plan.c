@@ -451,10 +451,13 @@ uint32_t llc_plan_pinned_loops(const struct llc_core *c, const struct llc_pin_ra
 	return k;
 }
 
-int llc_plan_reuse_counts(const struct llc_pin_range *loops, uint32_t n, uint64_t file, uint64_t block)
+int llc_plan_reuse_counts(const struct llc_verdict *v, uint64_t period_vt, const struct llc_pin_range *loops,
+			  uint32_t n, uint64_t file, uint64_t block)
 {
 	uint32_t i;
 
+	if (v->cls == LLMCACHE_CLASS_LOOP || !llc_reuse_within(v->reuse_vt, period_vt))
+		return 0;
 	for (i = 0; i < n; i++)
 		if (loops[i].file == file && block >= loops[i].first && block - loops[i].first < loops[i].count)
 			return 0;

@@ -258,10 +258,12 @@ uint32_t llc_plan_pinned_loops(const struct llc_core *c, const struct llc_pin_ra
 			       struct llc_pin_range *loops, uint64_t *period_vt);
 
 /*
- * Whether a fault at block of file that llc_reuse_within passed counts (llc_plan_reuse_room): not when it
- * lies in a loop the pins hold (loops[0..n), llc_plan_pinned_loops): a piece of that loop the core took
- * for HOT or SEQ (an mmap engine faults on its weights in fragments) is the loop's own.
+ * Whether a fault at block of file, which the core classified v, counts (llc_plan_reuse_room): when the
+ * block is not a loop's, was last accessed within two periods of period_vt (llc_reuse_within), and lies
+ * in no loop the pins hold (loops[0..n), llc_plan_pinned_loops): a piece of such a loop that the core
+ * took for HOT or SEQ (an mmap engine faults on its weights in fragments) is the loop's own.
  */
-int llc_plan_reuse_counts(const struct llc_pin_range *loops, uint32_t n, uint64_t file, uint64_t block);
+int llc_plan_reuse_counts(const struct llc_verdict *v, uint64_t period_vt, const struct llc_pin_range *loops,
+			  uint32_t n, uint64_t file, uint64_t block);
 
 #endif

@@ -148,8 +148,8 @@ void Manager::on_access(const llmcache_access &a)
 	const bool fault = a.op == LLMCACHE_OP_MMAP_FAULT && a.nr_blocks == 1;
 	for (uint64_t b = a.first_block; b < a.first_block + a.nr_blocks; b++) {
 		const llc_verdict v = llc_access_req(core_, *k, b, a.nr_blocks, a.time_ns); // one access of the record
-		if (fault && v.cls != LLMCACHE_CLASS_LOOP && llc_reuse_within(v.reuse_vt, reuse_period_vt_) &&
-		    llc_plan_reuse_counts(reuse_loops_.data(), uint32_t(reuse_loops_.size()), *k, b))
+		if (fault && llc_plan_reuse_counts(&v, reuse_period_vt_, reuse_loops_.data(), uint32_t(reuse_loops_.size()),
+						   *k, b))
 			llc_plan_reuse_room(&reuse_room_, llc_vtime(core_), reuse_period_vt_, 1);
 		if (v.cls == LLMCACHE_CLASS_LOOP && !f.head && memcg_limit_ != UINT64_MAX) // else tails are kept
 			llc_plan_note_run(f.recent_runs.data(), &f.n_recent, f.recent_runs.size(), b, 1);

@@ -440,6 +440,7 @@ static uint16_t loop_of(struct llc_core *c, uint64_t file, uint64_t n, int itera
 
 static void plan_pinned_loops__ranges_own_loops_and_heads_files_whole_longest_period(void **state)
 {
+	const struct llc_verdict fault = { 1, LLMCACHE_CLASS_HOT, LLC_EV_HOT_TOUCH, 150 };
 	struct llc_pin_range loops[4];
 	struct llc_config cfg;
 	uint64_t size, period;
@@ -462,15 +463,19 @@ static void plan_pinned_loops__ranges_own_loops_and_heads_files_whole_longest_pe
 	assert_int_equal(loops[0].file, 1);
 	assert_int_equal(loops[0].first, 0);
 	assert_int_equal(loops[0].count, 100);
-	assert_false(llc_plan_reuse_counts(loops, 1, 1, 70)); /* in the loop, above its pins */
-	assert_true(llc_plan_reuse_counts(loops, 1, 1, 100));
-	assert_true(llc_plan_reuse_counts(loops, 1, 2, 70));
+	assert_false(llc_plan_reuse_counts(&fault, 100, loops, 1, 1, 70)); /* in the loop, above its pins */
+	assert_true(llc_plan_reuse_counts(&fault, 100, loops, 1, 1, 100));
+	assert_true(llc_plan_reuse_counts(&fault, 100, loops, 1, 2, 70));
+	/* The fault must pass llc_reuse_within, and not be a loop's. */
+	assert_false(llc_plan_reuse_counts(&fault, 70, loops, 1, 2, 70));
+	const struct llc_verdict loop_fault = { 1, LLMCACHE_CLASS_LOOP, LLC_EV_EXTEND, 150 };
+	assert_false(llc_plan_reuse_counts(&loop_fault, 100, loops, 1, 2, 70));
 
 	/* A head of file 2 (no seq): the whole file, and file 2's longest-period loop. */
 	const struct llc_pin_range with_head[] = { { 1, 0, 50, short_loop }, { 2, 0, 10, 0 } };
 	assert_int_equal(llc_plan_pinned_loops(c, with_head, 2, 64, loops, &period), 2);
 	assert_int_equal(period, 300);
-	assert_false(llc_plan_reuse_counts(loops, 2, 2, 1000000));
+	assert_false(llc_plan_reuse_counts(&fault, 100, loops, 2, 2, 1000000));
 	assert_int_equal(llc_plan_pinned_loops(c, with_head, 2, 0, loops, &period), 2);
 	assert_int_equal(period, 100); /* no walk: the head's loop not seen */
 
@@ -478,7 +483,7 @@ static void plan_pinned_loops__ranges_own_loops_and_heads_files_whole_longest_pe
 	const struct llc_pin_range stale[] = { { 3, 0, 50, long_loop } };
 	assert_int_equal(llc_plan_pinned_loops(c, stale, 1, 64, loops, &period), 0);
 	assert_int_equal(period, 0);
-	assert_true(llc_plan_reuse_counts(loops, 0, 3, 10));
+	assert_true(llc_plan_reuse_counts(&fault, 100, loops, 0, 3, 10));
 	assert_int_equal(llc_plan_pinned_loops(c, NULL, 0, 64, loops, &period), 0);
 	assert_int_equal(period, 0);
 	free(mem);
