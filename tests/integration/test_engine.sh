@@ -109,10 +109,12 @@ file_blocks=$(( (model_bytes + 4095) / 4096 ))
 check "the loops table shows one loop" test "$(grep -o '"seq"' <<<"$loops" | wc -l)" = 1
 check "that loop is the whole file ($file_blocks blocks)" test "$(num "$loops" blocks)" = "$file_blocks"
 token_ns=$(awk -v t="$(num "$with" tokens_per_s)" 'BEGIN { printf "%d", 1e9 / t }')
-period=$(num "$loops" period_ns)
-# A restart (the position jumping back further than the read-ahead window) can end an iteration early;
-# nothing can make one last much longer than a token.
-check "its last period ($period ns) is under 3x the token time ($token_ns ns)" \
+# The median of the periods the samples saw (one loop of the whole file, measured): a restart (the
+# position jumping back further than the read-ahead window) can end an iteration early, and a token the
+# host delays (another test on the same cores) one sample's late, but not half of them.
+period=$(grep '"blocks":'"$file_blocks"',' "$tmp/loops.json" | grep -v '"seq".*"seq"' | grep -oE '"period_ns":[0-9]+' |
+	cut -d: -f2 | awk '$1 > 0' | sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
+check "its median period (${period:-none} ns) is under 3x the token time ($token_ns ns)" \
 	awk -v p="${period:-0}" -v t="$token_ns" 'BEGIN { exit !(p > 0 && p < t * 3) }'
 iterations=$(num "$loops" iterations)
 check "it went round with the tokens ($iterations iterations by then, $tokens tokens in all)" \
