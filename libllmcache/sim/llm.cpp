@@ -16,7 +16,11 @@
 // Every SEQ sequence that holds a block is in the age queue: one that lost all its blocks leaves it and
 // joins it again, as the newest scan, when it gets a block back (a scan that was drained by a newer one
 // and then ran on); otherwise its blocks could never be evicted and, once the queue is empty, every miss
-// would be refused.
+// would be refused. A scan that admitted a block since the queue last passed over it goes to its back
+// instead of giving one up, once per pass (a second chance, as CLOCK gives a referenced page): a start-up
+// scan of an engine's code that a later fault run extends, or a scan still being read, is not the one to
+// drop. The module and the daemon drop a file's scans only once they stopped growing (seq_drop_ns,
+// --scan-idle); Documentation/design/policy-core.md, "Scans that grow".
 // Probation: a refused block of a loop the core marks retouch (its accesses come back to blocks just
 // behind the cursor: an mmap fault stream's fault-around, two threads on one matrix), or of a scan, is
 // admitted anyway into a small FIFO of min(32 blocks, 1% of the cache), none under 16, because it may be
@@ -122,6 +126,7 @@ public:
 		gen_.assign(hot_list, ~uint64_t(0));
 		queued_.assign(hot_list, 0);
 		lru_blocks_.assign(hot_list, 0);
+		grew_.assign(hot_list, 0);
 		cls_.assign(probation_list + 1, LLMCACHE_CLASS_SEQ);
 		cls_[hot_list] = LLMCACHE_CLASS_HOT;
 		cls_[probation_list] = probation_class;
@@ -212,6 +217,7 @@ private:
 			orphan_all(v.seq);
 			gen_[v.seq] = s->created_vt;
 			lru_blocks_[v.seq] = 0;
+			grew_[v.seq] = 0;
 			cls_[v.seq] = v.cls;
 			if (v.cls == LLMCACHE_CLASS_SEQ)
 				queue_scan(v.seq);
@@ -328,6 +334,8 @@ private:
 	{
 		if (lru_block_)
 			lru_blocks_[v.seq] = 1;
+		else if (cls_[v.seq] == LLMCACHE_CLASS_SEQ && lists_[v.seq].count)
+			grew_[v.seq] = 1;
 		admit_to(key, list_of(v));
 	}
 
@@ -383,13 +391,20 @@ private:
 		used_--;
 	}
 
-	// The oldest sequence still holding SEQ-class blocks (orphans count as the oldest).
+	// The oldest sequence still holding SEQ-class blocks (orphans count as the oldest) that admitted no
+	// block since the queue last passed over it; one that did goes to the back.
 	uint32_t oldest_scan()
 	{
 		while (!seq_age_.empty()) {
 			uint32_t s = seq_age_.front();
-			if (lists_[s].count && cls_[s] == LLMCACHE_CLASS_SEQ)
-				return s;
+			if (lists_[s].count && cls_[s] == LLMCACHE_CLASS_SEQ) {
+				if (s == orphan_seq || !grew_[s])
+					return s;
+				grew_[s] = 0;
+				seq_age_.pop_front();
+				seq_age_.push_back(s);
+				continue;
+			}
 			seq_age_.pop_front();
 			if (s != orphan_seq)
 				queued_[s] = 0;
@@ -570,9 +585,11 @@ private:
 	std::vector<List> lists_;                    // per sequence id, plus the HOT LRU list
 	std::vector<uint64_t> gen_;                  // created_vt of the sequence each id last stood for
 	std::vector<uint8_t> cls_;                   // class of each list
-	std::deque<uint32_t> seq_age_;               // sequences in the order they became SEQ
+	std::deque<uint32_t> seq_age_;               // sequences in the order they became SEQ or went round
 	std::vector<uint8_t> queued_;                // per sequence id: in seq_age_
 	std::vector<uint8_t> lru_blocks_;            // per sequence id: has SEQ blocks in the HOT list
+	std::vector<uint8_t> grew_;                  // per sequence id: a scan that admitted a block since the
+						     // age queue last passed over it
 	bool lru_block_ = false;                     // the block accessed now is a window's or a write's SEQ block
 	uint64_t resident_[LLMCACHE_NR_CLASSES + 1] = {}; // per class, then the probation
 	uint64_t hot_reserve_ = 0;

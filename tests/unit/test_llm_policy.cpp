@@ -477,6 +477,22 @@ void llm_access__page_reused_within_two_loop_periods__takes_the_longest_loops_hi
 	assert_int_equal(loop_hits, 12 * 160);
 }
 
+// Four 8-block scans fill a cache of 32: Z, A, B, C. A then grows by four blocks (a later run of the same
+// start-up scan, as an engine's code faults in); the queue passes over every scan once (each grew while
+// it was read) and Z, the oldest, gives the room. A new scan D takes the rest of Z, then the queue
+// finds A grown since it passed over it: A goes round again and D takes B's last four blocks. A read
+// again hits all twelve. Without the second chance A, the oldest scan left, gives D its four new blocks.
+void llm_access__scan_grown_since_queue_passed__outlives_newer_scan(void **)
+{
+	Run run(32, 0.0);
+	for (uint32_t file = 0; file < 4; file++)
+		run.sweep(file, 0, 8);
+	run.sweep(1, 8, 4);
+	run.sweep(4, 0, 8);
+	assert_int_equal(run.sweep(1, 0, 12), 12);
+	assert_int_equal(run.sweep(2, 0, 4), 4); // B kept its first four
+}
+
 void llm_access__capacity_one__works(void **)
 {
 	Run run(1);
@@ -522,6 +538,7 @@ int main()
 		cmocka_unit_test(llm_access__working_set_fits__blocks_idle_before_oldest_scan_go_first),
 		cmocka_unit_test(llm_access__loop_head_passed_over__cold_chunks_released),
 		cmocka_unit_test(llm_access__page_reused_within_two_loop_periods__takes_the_longest_loops_highest_pin),
+		cmocka_unit_test(llm_access__scan_grown_since_queue_passed__outlives_newer_scan),
 		cmocka_unit_test(llm_access__capacity_one__works),
 		cmocka_unit_test(llm_make__capacity_zero__rejected),
 	};
