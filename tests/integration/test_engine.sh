@@ -111,7 +111,7 @@ check "that loop is the whole file ($file_blocks blocks)" test "$(num "$loops" b
 token_ns=$(awk -v t="$(num "$with" tokens_per_s)" 'BEGIN { printf "%d", 1e9 / t }')
 # The median of the periods the samples saw (one loop of the whole file, measured): a restart (the
 # position jumping back further than the read-ahead window) can end an iteration early, and a token the
-# host delays (another test on the same cores) one sample's late, but not half of them.
+# host delays (another test on the same cores) lengthens the period of a sample or two, not half of them.
 period=$(grep '"blocks":'"$file_blocks"',' "$tmp/loops.json" | grep -v '"seq".*"seq"' | grep -oE '"period_ns":[0-9]+' |
 	cut -d: -f2 | awk '$1 > 0' | sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
 check "its median period (${period:-none} ns) is under 3x the token time ($token_ns ns)" \
