@@ -1178,7 +1178,11 @@ TEST_F_TIMEOUT(llmcache, reuse_room_faulted_page_takes_a_pin, 180)
 	EXPECT_EQ(1, wait_stat("stats/reuse_room", 1));
 	EXPECT_EQ(255, wait_pinned(255)) TH_LOG("the loop kept the pin the faulted page took");
 
-	/* One to two periods as the core measures them from its iterations (a slow guest's can differ). */
+	/*
+	 * One to two periods as the core measures them from its iterations. Sweeps back to back after
+	 * slower ones count as fewer iterations than sweeps (a restart within a quarter of the last period
+	 * is none: design/policy-core.md, rule 4), so the period can be several sweeps long.
+	 */
 	for (i = 0; i < 8 && sysfs_num("stats/pinned") != 256; i++) {
 		ASSERT_EQ(0, sweep(fd, 256 * 4096, 1));
 		usleep(300000);
