@@ -29,7 +29,7 @@ constexpr uint32_t key_file(uint64_t key) { return uint32_t(key >> 40); }
 
 struct PolicyOptions {
 	uint64_t seed = 42;            // for randomised policies (LeCaR)
-	double hot_reserve = 0.03;     // llm: fraction of the cache reserved for HOT blocks
+	double hot_reserve = 0.01;     // llm: fraction of the cache reserved for HOT blocks
 };
 
 class Policy {

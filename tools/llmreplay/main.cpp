@@ -289,7 +289,7 @@ int run(int argc, char **argv)
 		 "the available memory")
 		("jobs,j", po::value<std::string>()->default_value(std::to_string(cores))->value_name("N"),
 		 "replays run in parallel (default: the number of cores)")
-		("hot-reserve", po::value<double>()->default_value(0.03, "0.03")->value_name("F"),
+		("hot-reserve", po::value<double>()->default_value(0.01, "0.01")->value_name("F"),
 		 "llm: fraction of the cache reserved for HOT blocks")
 		("seed", po::value<uint64_t>()->default_value(42)->value_name("N"), "seed of randomised policies (lecar)")
 		("by-file", po::value<std::string>()->value_name("N"),
@@ -403,7 +403,7 @@ int run(int argc, char **argv)
 	popt.seed = vm["seed"].as<uint64_t>();
 	popt.hot_reserve = vm["hot-reserve"].as<double>();
 	if (!(popt.hot_reserve >= 0 && popt.hot_reserve < 1))
-		throw Usage("--hot-reserve must be a fraction in [0, 1), e.g. 0.03");
+		throw Usage("--hot-reserve must be a fraction in [0, 1), e.g. 0.01");
 	const bool latency = vm["latency"].as<bool>() || !vm["bandwidths"].defaulted() || vm.count("latency-svg");
 	std::vector<uint64_t> bandwidths;
 	if (latency)
