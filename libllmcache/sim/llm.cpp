@@ -398,7 +398,7 @@ private:
 		while (!seq_age_.empty()) {
 			uint32_t s = seq_age_.front();
 			if (lists_[s].count && cls_[s] == LLMCACHE_CLASS_SEQ) {
-				if (s == orphan_seq || !grew_[s])
+				if (!grew_[s]) // never set for orphans: the core gives out no sequence id 0
 					return s;
 				grew_[s] = 0;
 				seq_age_.pop_front();

@@ -272,6 +272,9 @@ void write_enforced(std::ostream &os, const std::string &path, const Trace &t, c
 int run(int argc, char **argv)
 {
 	const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+	const PolicyOptions defaults;
+	std::ostringstream reserve_text;
+	reserve_text << defaults.hot_reserve;
 	po::options_description opts("Options", 110, 50);
 	// clang-format off
 	opts.add_options()
@@ -289,9 +292,11 @@ int run(int argc, char **argv)
 		 "the available memory")
 		("jobs,j", po::value<std::string>()->default_value(std::to_string(cores))->value_name("N"),
 		 "replays run in parallel (default: the number of cores)")
-		("hot-reserve", po::value<double>()->default_value(0.01, "0.01")->value_name("F"),
+		("hot-reserve",
+		 po::value<double>()->default_value(defaults.hot_reserve, reserve_text.str())->value_name("F"),
 		 "llm: fraction of the cache reserved for HOT blocks")
-		("seed", po::value<uint64_t>()->default_value(42)->value_name("N"), "seed of randomised policies (lecar)")
+		("seed", po::value<uint64_t>()->default_value(defaults.seed)->value_name("N"),
+		 "seed of randomised policies (lecar)")
 		("by-file", po::value<std::string>()->value_name("N"),
 		 "also report each policy's hit ratio on the N files with the most accesses, at each size (and in --json)")
 		("latency", po::bool_switch(), "also report the data-fetch latency model (Figure 5)")
