@@ -13,7 +13,10 @@
 # process in the cgroup (build/kselftest/llmcache_anon_grow) touches anonymous memory 8 MiB at a time up to LIMIT minus
 # 16 MiB, into the room the pins hold, and holds it for a few seconds. Checked: no OOM kill in the
 # cgroup (memory.events oom_kill on cgroup v2, memory.oom_control oom_kill on v1), both processes
-# finish on their own, and the pins shrank to what the anonymous memory left (stats/pinned). Then, on
+# finish on their own, and the pins shrank to what the anonymous memory left (stats/pinned). The mapped
+# loop runs a second time with the decoder paused (SIGSTOP) while the memory grows: no plan then follows
+# the engine's memory, and the pins must go through the cgroup's failed reclaims (stats/shrinker_released
+# grows), which a decoding engine's plans mostly leave nothing to do. Then, on
 # cgroup v2, memory.max is written down to 48 MiB from outside the cgroup while the read() loop holds
 # more than that in pins: the write
 # succeeds, nothing is OOM-killed, and the pins fall under the new limit.
@@ -32,6 +35,11 @@ fail() {
 	echo "FAIL: $*"
 	[ -n "$engine" ] && kill "$engine" 2>/dev/null
 	cat "$LLMCACHE_SCRATCH"/engine.log 2>/dev/null | tail -n 5
+	echo "module: pinned $(cat "$sys/stats/pinned" 2>/dev/null), released $(cat "$sys/stats/shrinker_released" 2>/dev/null);" \
+		"cgroup: $(grep -hE '^(anon|file|unevictable) ' "$cg/memory.stat" 2>/dev/null | tr '\n' ' ')"
+	for f in "$sys"/files/*/; do
+		[ -e "$f/path" ] && echo "  $(cat "$f/path"): pinned $(cat "$f/pinned"), pin_limit $(cat "$f/pin_limit")"
+	done
 	dmesg | grep -iE 'oom|llmcache' | tail -n 20
 	rmmod llmcache 2>/dev/null
 	exit 1
@@ -106,8 +114,8 @@ wait_pinned() { # what
 	before=$(num stats/pinned)
 }
 
-run_one() { # access: one engine run under the growth
-	access=$1 wl=$LLMCACHE_SCRATCH/oom-wl-$1
+run_one() { # access [paused]: one engine run under the growth; paused: the engine stopped meanwhile
+	access=$1 paused=${2:-} wl=$LLMCACHE_SCRATCH/oom-wl-$1 what=$1${2:+ $2}
 	if [ "$access" = mmap ]; then
 		weights_mib=160 most=$(((limit_mib - 16 - 32 - 8) * mib / 4096))
 	else
@@ -130,7 +138,10 @@ run_one() { # access: one engine run under the growth
 	[ "$before" -ge $((half * 3 / 4)) ] || fail "$access: the loop was not pinned: $before blocks after 60 s"
 	[ "$before" -le "$most" ] || fail "$access: $before blocks pinned, more than the module lets the cgroup's files pin ($most)"
 	# The engine's own memory grows into the pins' room while it decodes; the pins are read while it
-	# holds all of it (once it exits they may grow back).
+	# holds all of it (once it exits they may grow back). Paused (SIGSTOP, an app sent to the
+	# background while another of its processes allocates), the engine starts no loop iteration and so
+	# no plan that would follow its memory: only the cgroup's failed reclaims can release the pins.
+	[ -z "$paused" ] || pkill -STOP -x llmworkload || fail "$what: no engine to pause"
 	in_cg "$grow" $anon_mib $step_mib 300 $hold_s >"$LLMCACHE_SCRATCH/grow.log" 2>&1 &
 	grower=$!
 	while ! grep -q "^anon $anon_mib MiB" "$LLMCACHE_SCRATCH/grow.log" && kill -0 $grower 2>/dev/null; do
@@ -140,17 +151,19 @@ run_one() { # access: one engine run under the growth
 	after=$(num stats/pinned) usage=$(usage_mib)
 	rc=0
 	wait $grower || rc=$?
-	stop_engine "$access"
-	[ $rc = 0 ] || fail "$access: the allocation did not finish (exit $rc; oom_kill $(oom_kills)): $(tail -n 1 "$LLMCACHE_SCRATCH/grow.log")"
+	[ -z "$paused" ] || pkill -CONT -x llmworkload
+	stop_engine "$what"
+	[ $rc = 0 ] || fail "$what: the allocation did not finish (exit $rc; oom_kill $(oom_kills)): $(tail -n 1 "$LLMCACHE_SCRATCH/grow.log")"
 	kills=$(oom_kills)
-	[ "$kills" = 0 ] || fail "$access: $kills OOM kills in the cgroup"
+	[ "$kills" = 0 ] || fail "$what: $kills OOM kills in the cgroup"
 	released=$(($(num stats/shrinker_released) - released0))
 	room=$(((limit_mib - anon_mib) * mib / 4096))
+	[ -z "$paused" ] || [ "$released" -gt 0 ] || fail "$what: the pins went without a release by the cgroup's reclaim"
 	[ "$after" -lt "$before" ] && [ "$after" -le "$room" ] ||
-		fail "$access: pins went from $before to $after blocks with ${anon_mib} MiB of anonymous memory in ${limit_mib} MiB (usage $usage MiB)"
+		fail "$what: pins went from $before to $after blocks with ${anon_mib} MiB of anonymous memory in ${limit_mib} MiB (usage $usage MiB)"
 	# The allowance of a loop, read() or mapped, follows the engine's memory: the plan may drop pins
 	# before any reclaim fails, and those are not counted as released.
-	echo "$access: cgroup v$version ${limit_mib} MiB, anonymous ${anon_mib} MiB (usage $usage MiB): pins $before ->" \
+	echo "$what: cgroup v$version ${limit_mib} MiB, anonymous ${anon_mib} MiB (usage $usage MiB): pins $before ->" \
 		"$after blocks, $released released, no OOM kill"
 	"$b/llmcachectl" unregister "$wl/decoder/weights.bin" "$wl/decoder/tokenizer.bin" "$wl/decoder/config.bin" \
 		>/dev/null || fail "llmcachectl unregister"
@@ -190,6 +203,7 @@ lower_limit() {
 for access in ${LLMCACHE_OOM_ACCESS:-pread mmap}; do
 	run_one "$access"
 done
+[ "${LLMCACHE_OOM_ACCESS:-mmap}" = pread ] || run_one mmap paused
 [ $version = 1 ] || [ ! -d "$LLMCACHE_SCRATCH/oom-wl-pread" ] || lower_limit
 rmmod llmcache || fail rmmod
 [ $version = 1 ] && umount "$root"
