@@ -62,9 +62,11 @@
 // in the cache and fills half of it or more (an engine's weights, read every token), the oldest scan's
 // next victim no longer goes first by its class. The HOT list's least recently used block beyond the
 // reserve goes before it if that block was last accessed earlier, else the least recently accessed
-// overdue loop's highest block if that loop has been idle since then: what is not the working set is
-// ordered by recency, as the kernel's LRU orders it for the module, which leaves mapped scans and, where
-// the loops fit, every page to it (Documentation/design/policy-core.md, "When the working set fits").
+// overdue loop's highest block if that loop has been idle since then; and a block that a loop must give
+// comes first from the least recently accessed loop that stopped (the core keys it by its age), not the
+// working set, before the longest-period one: what is not the working set is ordered by recency, as
+// the kernel's LRU orders it for the module, which leaves mapped scans and, where the loops fit, every
+// page to it (Documentation/design/policy-core.md, "When the working set fits").
 // Reuse distance against the longest loop: a missed block that is not a loop's, outside the range of
 // the longest-period loop holding blocks, and last accessed fewer than two of that loop's periods ago
 // (the core's recent-access table, llc_reuse_within()) takes that loop's highest block before anything
@@ -499,6 +501,22 @@ private:
 		return loop <= capacity_ && 2 * loop >= capacity_;
 	}
 
+	// Where a loop's block comes from first when the working set fits: the least recently accessed loop
+	// holding blocks that stopped (the core keys it by its iteration's age, or its period is unknown) and
+	// is not the working set (under half the cache), other than `except`; nil when the walk, in the
+	// core's order of last access, finds none within idle_loop_walk sequences.
+	uint32_t least_recent_stopped_loop(uint32_t except) const
+	{
+		unsigned walk = idle_loop_walk;
+		for (uint16_t id = llc_lru_first(core_); id && walk--; id = llc_seq_get(core_, id)->lru_next) {
+			const llc_seq *l = llc_seq_get(core_, id);
+			if (id != except && lists_[id].count && cls_[id] == LLMCACHE_CLASS_LOOP &&
+			    (!l->period_vt || l->order_vt != l->period_vt) && 2 * (l->end - l->start + 1) < capacity_)
+				return id;
+		}
+		return nil;
+	}
+
 	// What goes before the next victim of scan, when the working set fits: the HOT list's least recently
 	// used block beyond the reserve or the least recently accessed overdue loop, if idle since before
 	// that victim was accessed; else the scan.
@@ -556,7 +574,9 @@ private:
 			victim_list = lists_[hot_list].count ? hot_list : nil;
 			break;
 		case LLMCACHE_CLASS_LOOP:
-			victim_list = longest_loop(v.cls == LLMCACHE_CLASS_LOOP ? v.seq : nil);
+			victim_list = working_set_fits() ? least_recent_stopped_loop(v.seq) : nil;
+			if (victim_list == nil)
+				victim_list = longest_loop(v.cls == LLMCACHE_CLASS_LOOP ? v.seq : nil);
 			if (v.cls == LLMCACHE_CLASS_LOOP &&
 			    (victim_list == nil ||
 			     (victim_list == v.seq && key_block(key) > key_block(key_[lists_[victim_list].tail])))) {

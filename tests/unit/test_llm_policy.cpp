@@ -424,6 +424,33 @@ void llm_access__working_set_fits__blocks_idle_before_oldest_scan_go_first(void 
 	}
 }
 
+// When the working set fits, a loop that stopped goes before a loop that runs (policy-core.md): in a cache
+// of 64 with no HOT reserve, a 40-block loop A read every 40 accesses, an 8-block loop B read twice at
+// the start and no more (the core's aging keys it by its age, about 940 accesses, from the 1024th
+// access on), an 8-block loop C read twice 1 520 accesses apart (its period, longer than B's key) and
+// an 8-block loop D fill the cache. C read again one block further misses that block: the period
+// order would take no block for it from C itself, the longest, and refuse it; B, stopped and the
+// least recently accessed, gives its highest block instead.
+void llm_access__working_set_fits__stopped_loop_gives_before_running_longer_loop(void **)
+{
+	Run run(64, 0.0);
+	run.sweep(0, 0, 40);
+	run.sweep(0, 0, 40);
+	run.sweep(1, 0, 8);
+	run.sweep(1, 0, 8);
+	run.sweep(2, 0, 8);
+	for (int i = 0; i < 38; i++)
+		assert_int_equal(run.sweep(0, 0, 40), 40);
+	assert_int_equal(run.sweep(2, 0, 8), 8);
+	run.sweep(3, 0, 8);
+	assert_int_equal(run.sweep(3, 0, 8), 8);
+	assert_int_equal(run.sweep(0, 0, 40), 40);
+	assert_int_equal(run.sweep(2, 0, 9), 8);
+	assert_true(run.touch(2, 8));
+	assert_false(run.touch(1, 7));
+	assert_int_equal(run.sweep(1, 0, 7), 7);
+}
+
 // A model file's loop whose head (blocks 64-255, a token embedding) its iterations pass over: each reads
 // block 0 and blocks 256-639. While the head is pinned, the 300-block cache hits block 0 and 256-299; once
 // its chunks are cold (two periods untouched, core.h) they go first, and the weights take their room.
@@ -536,6 +563,7 @@ int main()
 		cmocka_unit_test(llm_access__hot_reserve_idle_two_loop_periods__yields_to_loop),
 		cmocka_unit_test(llm_access__equal_loops__keep_their_pins),
 		cmocka_unit_test(llm_access__working_set_fits__blocks_idle_before_oldest_scan_go_first),
+		cmocka_unit_test(llm_access__working_set_fits__stopped_loop_gives_before_running_longer_loop),
 		cmocka_unit_test(llm_access__loop_head_passed_over__cold_chunks_released),
 		cmocka_unit_test(llm_access__page_reused_within_two_loop_periods__takes_the_longest_loops_highest_pin),
 		cmocka_unit_test(llm_access__scan_grown_since_queue_passed__outlives_newer_scan),
