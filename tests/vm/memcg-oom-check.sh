@@ -103,6 +103,20 @@ stop_engine() { # what: the engine ends its run and stops
 	wait "$engine" || fail "$1: the engine did not finish on its own: $(cat "$LLMCACHE_SCRATCH/engine.failed" 2>/dev/null) (oom_kill $(oom_kills))"
 	engine=
 }
+# SIGSTOP the engine's run, retried until one is stopped: between two runs there is none, and a run that
+# was exiting when the signal came is followed by a new one.
+pause_engine() { # what
+	i=0
+	while :; do
+		pkill -STOP -x llmworkload
+		sleep 0.2
+		for pid in $(pgrep -x llmworkload); do
+			[ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" = T ] && return
+		done
+		i=$((i + 1))
+		[ $i -lt 50 ] || fail "$1: no engine run to pause in 10 s"
+	done
+}
 # Until the engine's loop has three quarters of half the limit pinned, 60 s at most: the pins in $before.
 wait_pinned() { # what
 	half=$((limit_mib * mib / 2 / 4096)) i=0
@@ -141,7 +155,7 @@ run_one() { # access [paused]: one engine run under the growth; paused: the engi
 	# holds all of it (once it exits they may grow back). Paused (SIGSTOP, an app sent to the
 	# background while another of its processes allocates), the engine starts no loop iteration and so
 	# no plan that would follow its memory: only the cgroup's failed reclaims can release the pins.
-	[ -z "$paused" ] || pkill -STOP -x llmworkload || fail "$what: no engine to pause"
+	[ -z "$paused" ] || pause_engine "$what"
 	in_cg "$grow" $anon_mib $step_mib 300 $hold_s >"$LLMCACHE_SCRATCH/grow.log" 2>&1 &
 	grower=$!
 	while ! grep -q "^anon $anon_mib MiB" "$LLMCACHE_SCRATCH/grow.log" && kill -0 $grower 2>/dev/null; do
