@@ -54,7 +54,7 @@ echo "== fuzz on $k: $(grep '^fuzz:' <<<"$out" || true) $(grep '^run\.sh:' <<<"$
 # An engine's anonymous memory growing into its cgroup's pinned room: no OOM kill, the pins give way.
 out=$(LLMCACHE_BUILD="$build" LLMCACHE_BIN="$bin" "$src/tests/vm/run.sh" --timeout 240 "$k" -- sh "$src/tests/vm/memcg-oom-check.sh" 2>&1) && rc=0 || rc=$?
 echo "== pins under a memory cgroup on $k:"
-grep -E '^(pread|mmap):' <<<"$out" | sed 's/^/   /' || true
+grep -E '^(pread|mmap|mmap paused|lower):' <<<"$out" | sed 's/^/   /' || true
 [ $rc -eq 0 ] || { echo "FAIL: pins under a memory cgroup in the VM ($rc): $out"; fails=$((fails + 1)); }
 
 for k in $full; do
