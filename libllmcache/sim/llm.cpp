@@ -480,12 +480,21 @@ private:
 	// access, stops at the first sequence accessed since vt, or after idle_loop_walk sequences.
 	uint32_t overdue_loop_idle_since(uint64_t vt) const
 	{
+		const uint64_t now = llc_vtime(core_);
+		return least_recent_loop(vt, [now](uint16_t, const llc_seq *l) { return now - l->last_vt > l->period_vt; });
+	}
+
+	// The least recently accessed loop holding blocks that `wanted(id, seq)` accepts, walking the core's
+	// order of last access up to idle_loop_walk sequences and stopping at the first one accessed at or
+	// after virtual time `until`; else nil.
+	template <typename Wanted> uint32_t least_recent_loop(uint64_t until, Wanted wanted) const
+	{
 		unsigned walk = idle_loop_walk;
 		for (uint16_t id = llc_lru_first(core_); id && walk--; id = llc_seq_get(core_, id)->lru_next) {
 			const llc_seq *l = llc_seq_get(core_, id);
-			if (l->last_vt >= vt)
+			if (l->last_vt >= until)
 				return nil;
-			if (lists_[id].count && cls_[id] == LLMCACHE_CLASS_LOOP && llc_vtime(core_) - l->last_vt > l->period_vt)
+			if (lists_[id].count && cls_[id] == LLMCACHE_CLASS_LOOP && wanted(id, l))
 				return id;
 		}
 		return nil;
@@ -503,18 +512,13 @@ private:
 
 	// Where a loop's block comes from first when the working set fits: the least recently accessed loop
 	// holding blocks that stopped (the core keys it by its iteration's age, or its period is unknown) and
-	// is not the working set (under half the cache), other than `except`; nil when the walk, in the
-	// core's order of last access, finds none within idle_loop_walk sequences.
+	// is not the working set (under half the cache), other than `except`.
 	uint32_t least_recent_stopped_loop(uint32_t except) const
 	{
-		unsigned walk = idle_loop_walk;
-		for (uint16_t id = llc_lru_first(core_); id && walk--; id = llc_seq_get(core_, id)->lru_next) {
-			const llc_seq *l = llc_seq_get(core_, id);
-			if (id != except && lists_[id].count && cls_[id] == LLMCACHE_CLASS_LOOP &&
-			    (!l->period_vt || l->order_vt != l->period_vt) && 2 * (l->end - l->start + 1) < capacity_)
-				return id;
-		}
-		return nil;
+		return least_recent_loop(~uint64_t(0), [this, except](uint16_t id, const llc_seq *l) {
+			return id != except && (!l->period_vt || l->order_vt != l->period_vt) &&
+			       2 * (l->end - l->start + 1) < capacity_;
+		});
 	}
 
 	// What goes before the next victim of scan, when the working set fits: the HOT list's least recently
